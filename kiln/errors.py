@@ -1,0 +1,13 @@
+"""The exception classes kiln raises, with TVM's names where user code catches them."""
+
+
+class TVMError(RuntimeError):
+    """An error raised by compiled code or the runtime (TVM's name, kept for compatibility)."""
+
+
+class ScheduleError(TVMError, ValueError):
+    """An illegal schedule primitive: the message names the stage, the axis and the rule."""
+
+
+class CompileError(TVMError):
+    """The C compiler (or NVRTC) rejected generated code, or could not be found."""

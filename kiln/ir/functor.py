@@ -1,0 +1,154 @@
+"""Visitors and mutators over the IR with type-indexed dispatch.
+
+Subclass ``Mutator`` and define ``visit_<NodeClass>(self, node)`` for the nodes you rewrite;
+every other node is rebuilt generically from its ``_fields`` (and kept as the same object when
+no child changed, so passes preserve sharing). ``Visitor`` is the read-only counterpart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .expr import CommReducer, IterVar, Node, PrimExpr, Var
+
+# Fields the generic traversal does not descend into: they name things, they do not hold IR.
+_OPAQUE = (IterVar, CommReducer)
+
+
+def _all_slots(cls) -> tuple[str, ...]:
+    out: list[str] = []
+    for c in reversed(cls.__mro__):
+        for s in getattr(c, "__slots__", ()):
+            if s not in out:
+                out.append(s)
+    return tuple(out)
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def rebuild(node: Node, **changes) -> Node:
+    """A copy of ``node`` with some fields replaced (dtype and others kept)."""
+    cls = type(node)
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = _all_slots(cls)
+    new = object.__new__(cls)
+    for s in slots:
+        object.__setattr__(new, s, changes[s] if s in changes else getattr(node, s))
+    return new
+
+
+class Visitor:
+    """Walks every node once in pre-order; override ``visit_<Class>`` to act on some."""
+
+    def __init__(self):
+        self._dispatch: dict[type, Callable] = {}
+
+    def visit(self, node) -> None:
+        if node is None:
+            return
+        if isinstance(node, tuple | list):
+            for x in node:
+                self.visit(x)
+            return
+        if not isinstance(node, Node) or isinstance(node, _OPAQUE):
+            return
+        fn = self._dispatch.get(type(node))
+        if fn is None:
+            fn = getattr(self, "visit_" + type(node).__name__, None) or self.generic_visit
+            self._dispatch[type(node)] = fn
+        fn(node)
+
+    def generic_visit(self, node: Node) -> None:
+        for f in node._fields:
+            v = getattr(node, f)
+            if isinstance(v, Node | tuple | list):
+                self.visit(v)
+
+
+class Mutator:
+    """Rebuilds the tree bottom-up; override ``visit_<Class>`` to rewrite some nodes."""
+
+    def __init__(self):
+        self._dispatch: dict[type, Callable] = {}
+
+    def visit(self, node):
+        if node is None:
+            return None
+        if isinstance(node, tuple):
+            return self._visit_tuple(node)
+        if not isinstance(node, Node) or isinstance(node, _OPAQUE):
+            return node
+        fn = self._dispatch.get(type(node))
+        if fn is None:
+            fn = getattr(self, "visit_" + type(node).__name__, None) or self.generic_visit
+            self._dispatch[type(node)] = fn
+        return fn(node)
+
+    def _visit_tuple(self, t: tuple) -> tuple:
+        out = tuple(self.visit(x) for x in t)
+        return t if all(a is b for a, b in zip(out, t, strict=True)) else out
+
+    def generic_visit(self, node: Node):
+        changes = {}
+        for f in node._fields:
+            v = getattr(node, f)
+            if isinstance(v, Node | tuple):
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[f] = nv
+        return rebuild(node, **changes) if changes else node
+
+
+class _Substituter(Mutator):
+    def __init__(self, vmap):
+        super().__init__()
+        self.vmap = vmap
+
+    def visit_Var(self, v):
+        return self.vmap.get(v, v)
+
+    visit_SizeVar = visit_Var
+
+
+def substitute(node, vmap: dict[Var, PrimExpr]):
+    """Replace variables by expressions everywhere in ``node``."""
+    if not vmap:
+        return node
+    return _Substituter(vmap).visit(node)
+
+
+class _FnVisitor(Visitor):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        self.fn(node)
+
+
+def post_order_visit(node, fn: Callable[[Node], None]) -> None:
+    """Call ``fn`` on every node under ``node``, children first."""
+    _FnVisitor(fn).visit(node)
+
+
+def collect_vars(node) -> set[Var]:
+    """Every Var used in ``node``."""
+    found: set[Var] = set()
+
+    def f(n):
+        if isinstance(n, Var):
+            found.add(n)
+
+    post_order_visit(node, f)
+    return found
+
+
+def uses_var(node, pred: Callable[[Var], bool]) -> bool:
+    return any(pred(v) for v in collect_vars(node))
+
+
+def is_pure_expr(e: PrimExpr) -> bool:
+    return isinstance(e, PrimExpr)

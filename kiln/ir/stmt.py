@@ -1,0 +1,229 @@
+"""Statement nodes of kiln's loop IR, plus Buffer, PrimFunc and IRModule.
+
+Before storage flattening a program reads and writes tensors (``ProducerStore`` /
+``ProducerLoad`` inside ``ProducerRealize``); afterwards it reads and writes flat buffers
+(``Store`` / ``Load`` inside ``Allocate``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from . import dtype as dt
+from .expr import Node, PrimExpr, Var, convert
+
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+class ForKind(Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    THREAD_BINDING = "thread_binding"
+
+
+class For(Stmt):
+    """``for (loop_var, min, extent) body`` of a given kind."""
+
+    __slots__ = ("loop_var", "min", "extent", "kind", "body", "thread_tag", "annotations")
+    _fields = ("loop_var", "min", "extent", "kind", "body", "thread_tag", "annotations")
+
+    def __init__(self, loop_var: Var, min, extent, kind: ForKind, body: Stmt,
+                 thread_tag: str = "", annotations: tuple = ()):
+        self._init(loop_var=loop_var, min=convert(min), extent=convert(extent), kind=kind,
+                   body=body, thread_tag=thread_tag, annotations=tuple(annotations))
+
+
+class LetStmt(Stmt):
+    __slots__ = ("var", "value", "body")
+    _fields = ("var", "value", "body")
+
+    def __init__(self, var: Var, value: PrimExpr, body: Stmt):
+        self._init(var=var, value=value, body=body)
+
+
+class AttrStmt(Stmt):
+    """An annotation on ``body``: thread extents, pragmas, storage scopes, produce markers."""
+
+    __slots__ = ("node", "attr_key", "value", "body")
+    _fields = ("node", "attr_key", "value", "body")
+
+    def __init__(self, node, attr_key: str, value, body: Stmt):
+        self._init(node=node, attr_key=attr_key, value=convert(value), body=body)
+
+
+class AssertStmt(Stmt):
+    __slots__ = ("condition", "message", "body")
+    _fields = ("condition", "message", "body")
+
+    def __init__(self, condition: PrimExpr, message: str, body: Stmt):
+        self._init(condition=condition, message=message, body=body)
+
+
+class ProducerStore(Stmt):
+    """``producer[indices] = value`` on a tensor (TVM's Provide)."""
+
+    __slots__ = ("producer", "value", "indices")
+    _fields = ("producer", "value", "indices")
+
+    def __init__(self, producer, value: PrimExpr, indices):
+        self._init(producer=producer, value=value, indices=tuple(indices))
+
+
+class ProducerRealize(Stmt):
+    """Make storage for ``producer`` over ``bounds`` (a Range per dimension) within ``body``."""
+
+    __slots__ = ("producer", "bounds", "condition", "body", "scope")
+    _fields = ("producer", "bounds", "condition", "body", "scope")
+
+    def __init__(self, producer, bounds, condition, body: Stmt, scope: str = ""):
+        self._init(producer=producer, bounds=tuple(bounds), condition=condition, body=body,
+                   scope=scope)
+
+
+class Store(Stmt):
+    """``buffer_var[index] = value`` on a flat buffer (index may be a Ramp)."""
+
+    __slots__ = ("buffer_var", "value", "index", "predicate")
+    _fields = ("buffer_var", "value", "index", "predicate")
+
+    def __init__(self, buffer_var: Var, value: PrimExpr, index: PrimExpr, predicate=None):
+        self._init(buffer_var=buffer_var, value=value, index=index, predicate=predicate)
+
+
+class Allocate(Stmt):
+    """Allocate ``prod(extents)`` elements of ``dtype`` named by ``buffer_var`` for ``body``."""
+
+    __slots__ = ("buffer_var", "dtype", "extents", "condition", "body", "scope")
+    _fields = ("buffer_var", "dtype", "extents", "condition", "body", "scope")
+
+    def __init__(self, buffer_var: Var, dtype: str, extents, condition, body: Stmt,
+                 scope: str = "global"):
+        self._init(buffer_var=buffer_var, dtype=dt.normalize(dtype),
+                   extents=tuple(convert(e) for e in extents), condition=condition, body=body,
+                   scope=scope)
+
+
+class IfThenElse(Stmt):
+    __slots__ = ("condition", "then_case", "else_case")
+    _fields = ("condition", "then_case", "else_case")
+
+    def __init__(self, condition: PrimExpr, then_case: Stmt, else_case: Stmt | None = None):
+        self._init(condition=condition, then_case=then_case, else_case=else_case)
+
+
+class SeqStmt(Stmt):
+    __slots__ = ("seq",)
+    _fields = ("seq",)
+
+    def __init__(self, seq):
+        self._init(seq=tuple(seq))
+
+
+class Evaluate(Stmt):
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value):
+        self._init(value=convert(value))
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """Sequence statements, flattening nested SeqStmts and dropping Nones and no-ops."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            out.extend(s.seq)
+        elif is_no_op(s):
+            continue
+        else:
+            out.append(s)
+    if not out:
+        return Evaluate(0)
+    return out[0] if len(out) == 1 else SeqStmt(out)
+
+
+def is_no_op(s: Stmt) -> bool:
+    from .expr import IntImm
+
+    return isinstance(s, Evaluate) and isinstance(s.value, IntImm)
+
+
+class Buffer(Node):
+    """A region of memory: data pointer var, element dtype, shape, strides and scope."""
+
+    __slots__ = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope")
+    _fields = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope")
+
+    def __init__(self, data: Var, dtype: str, shape, name: str, strides=(), elem_offset=None,
+                 scope: str = "global"):
+        self._init(data=data, dtype=dt.normalize(dtype), shape=tuple(convert(s) for s in shape),
+                   strides=tuple(strides), elem_offset=elem_offset, name=name, scope=scope)
+
+    def dense_strides(self) -> list[PrimExpr]:
+        """Row-major strides, in elements, of this buffer's shape."""
+        if self.strides:
+            return list(self.strides)
+        out: list[PrimExpr] = []
+        acc: PrimExpr = convert(1)
+        for extent in reversed(self.shape):
+            out.append(acc)
+            acc = acc * extent
+        return list(reversed(out))
+
+
+def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", scope: str = "global"):
+    """``tvm.tir.decl_buffer``: a buffer with a fresh data pointer variable."""
+    return Buffer(Var(name, "handle"), dtype, shape, name, scope=scope)
+
+
+class PrimFunc(Node):
+    """A lowered function: parameters (Vars), the buffers behind pointer params, and a body."""
+
+    __slots__ = ("params", "buffer_map", "body", "name", "attrs")
+    _fields = ("params", "buffer_map", "body", "name", "attrs")
+
+    def __init__(self, params, buffer_map: dict, body: Stmt, name: str = "main",
+                 attrs: dict | None = None):
+        self._init(params=tuple(params), buffer_map=dict(buffer_map), body=body, name=name,
+                   attrs=dict(attrs or {}))
+
+    def with_body(self, body: Stmt) -> PrimFunc:
+        return PrimFunc(self.params, self.buffer_map, body, self.name, self.attrs)
+
+
+class IRModule:
+    """A named collection of PrimFuncs (what ``kiln.lower`` returns)."""
+
+    def __init__(self, functions: dict[str, PrimFunc] | None = None):
+        self.functions: dict[str, PrimFunc] = dict(functions or {})
+
+    def __getitem__(self, name: str) -> PrimFunc:
+        return self.functions[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.functions
+
+    def items(self):
+        return self.functions.items()
+
+    def __repr__(self) -> str:
+        from .printer import to_text
+
+        return "\n".join(to_text(f) for f in self.functions.values())
+
+    __str__ = __repr__
+
+    def astext(self) -> str:
+        return repr(self)
+
+    def script(self) -> str:
+        return repr(self)
+
+    def show(self) -> None:
+        print(self)

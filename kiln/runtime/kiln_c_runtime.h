@@ -1,0 +1,65 @@
+/* kiln C runtime ABI: pasted at the top of every generated CPU source file.
+ *
+ * A compiled function has the "packed" signature
+ *     int32_t name(KilnValue* args, int32_t* type_codes, int32_t num_args);
+ * Each argument is a DLTensor* (type code KILN_DLTENSOR) or a scalar (KILN_INT: v_int64,
+ * KILN_FLOAT: v_float64). It returns 0 on success; on failure it records a message with
+ * kiln_set_error() and returns -1. kiln_last_error() returns the message.
+ * kiln_module_info() returns a JSON text describing the library (functions, entry, target).
+ * The DLTensor layout is DLPack's.
+ */
+#ifndef KILN_C_RUNTIME_H_
+#define KILN_C_RUNTIME_H_
+#include <stdint.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(_WIN32)
+#define KILN_DLL __declspec(dllexport)
+#else
+#define KILN_DLL __attribute__((visibility("default")))
+#endif
+
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} DLTensor;
+
+typedef union { int64_t v_int64; double v_float64; void* v_handle; } KilnValue;
+
+enum { KILN_INT = 0, KILN_UINT = 1, KILN_FLOAT = 2, KILN_HANDLE = 3, KILN_NULL = 4,
+       KILN_DLTENSOR = 7 };
+enum { KILN_DL_INT = 0, KILN_DL_UINT = 1, KILN_DL_FLOAT = 2, KILN_DL_BFLOAT = 4 };
+enum { KILN_CPU = 1, KILN_CUDA = 2 };
+
+static _Thread_local char kiln_error_buf[1024];
+
+KILN_DLL const char* kiln_last_error(void) { return kiln_error_buf; }
+
+static void kiln_set_error(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kiln_error_buf, sizeof(kiln_error_buf), fmt, ap);
+  va_end(ap);
+}
+
+static inline int32_t kiln_floordiv_i32(int32_t a, int32_t b) {
+  int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int32_t kiln_floormod_i32(int32_t a, int32_t b) {
+  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t kiln_floordiv_i64(int64_t a, int64_t b) {
+  int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t kiln_floormod_i64(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+
+#endif  /* KILN_C_RUNTIME_H_ */
