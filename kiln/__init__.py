@@ -1,0 +1,23 @@
+"""kiln: an end-to-end optimizing tensor compiler for deep learning, in the design of TVM.
+
+``import kiln as tvm`` gives the classic TVM API: ``te`` to describe computations and
+schedules, ``lower`` to see the loop program, ``build`` to compile it, ``nd`` and ``runtime``
+to run it.
+"""
+
+from . import ir, nd, runtime, target, te, tir
+from .alias import install_as_tvm
+from .driver import build, lower
+from .errors import CompileError, ScheduleError, TVMError
+from .ir.expr import IterVar, PrimExpr, Range, Var
+from .ir.stmt import IRModule
+from .runtime import Device, context, cpu, cuda, device, gpu
+from .runtime.module import load_module
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "te", "tir", "ir", "nd", "runtime", "target", "build", "lower", "TVMError", "ScheduleError",
+    "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
+    "cpu", "cuda", "device", "gpu", "load_module", "install_as_tvm", "__version__",
+]

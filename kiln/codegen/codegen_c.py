@@ -1,0 +1,387 @@
+"""C code generation for the CPU: one lowered PrimFunc → C11 (GNU) source.
+
+Each PrimFunc becomes two C functions: ``<name>_compute`` taking typed ``restrict`` pointers and
+scalars (the loop program), and the exported packed entry ``<name>`` that checks every argument
+(count, kind, ndim, dtype, device, each shape constraint, compactness) with TVM's messages,
+binds symbolic shape variables, and calls the compute function. Parallel loops become OpenMP
+``parallel for``; vector expressions (ramp / broadcast) use GCC vector extensions; unrolled
+loops carry ``#pragma GCC unroll``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kiln.errors import ScheduleError
+from kiln.ir import dtype as dt
+from kiln.ir import expr as E
+from kiln.ir import stmt as S
+from kiln.ir.printer import expr_text
+
+from .c_types import c_scalar, c_type, dl_code, vector_name, vector_typedef
+
+_STACK_LIMIT_BYTES = 64 * 1024
+
+_BIN = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
+        E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+
+_MATH = {"exp", "exp2", "log", "log2", "log10", "sqrt", "tanh", "floor", "ceil", "round",
+         "trunc", "erf", "sin", "cos", "fabs", "pow", "fmod"}
+
+
+class _Names:
+    """Unique, valid C identifiers for Vars."""
+
+    def __init__(self):
+        self.names: dict[E.Var, str] = {}
+        self.used: set[str] = set()
+
+    def get(self, v: E.Var) -> str:
+        n = self.names.get(v)
+        if n is None:
+            base = re.sub(r"[^0-9a-zA-Z_]", "_", v.name) or "v"
+            if base[0].isdigit():
+                base = "v_" + base
+            n, k = base, 0
+            while n in self.used or n in _RESERVED:
+                k += 1
+                n = f"{base}_{k}"
+            self.used.add(n)
+            self.names[v] = n
+        return n
+
+
+_RESERVED = {"int", "float", "double", "char", "for", "if", "else", "while", "return", "args",
+             "type_codes", "num_args", "default", "auto", "register", "static", "const",
+             "void", "long", "short", "signed", "unsigned", "struct", "union", "case", "switch",
+             "break", "continue", "goto", "do", "sizeof", "volatile", "extern", "inline",
+             "restrict", "typedef", "enum"}
+
+
+class CSourceWriter:
+    """Emit C for the body of one function."""
+
+    def __init__(self, names: _Names, typedefs: set[str], helpers: dict[str, str]):
+        self.names = names
+        self.typedefs = typedefs
+        self.helpers = helpers
+        self.lines: list[str] = []
+        self.indent = 1
+        self.in_parallel = 0
+        self.var_types: dict[E.Var, str] = {}
+        self.tmp = 0
+
+    # ---- helpers ------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def fresh(self, base: str) -> str:
+        self.tmp += 1
+        return f"_{base}{self.tmp}"
+
+    def need_vector(self, dtype: str) -> str:
+        self.typedefs.add(vector_typedef(dtype))
+        self.typedefs.add(vector_typedef(dtype, aligned=False))
+        return vector_name(dtype)
+
+    def type_of(self, dtype: str) -> str:
+        if dt.lanes(dtype) > 1:
+            return self.need_vector(dtype)
+        return c_type(dtype)
+
+    # ---- expressions ----------------------------------------------------------------------
+    def expr(self, e) -> str:
+        m = getattr(self, "e_" + type(e).__name__, None)
+        if m is None:
+            for cls in type(e).__mro__:
+                m = getattr(self, "e_" + cls.__name__, None)
+                if m is not None:
+                    break
+        if m is None:
+            raise NotImplementedError(f"C codegen: no rule for {type(e).__name__}")
+        return m(e)
+
+    def e_Var(self, e: E.Var) -> str:
+        return self.names.get(e)
+
+    def e_IntImm(self, e: E.IntImm) -> str:
+        if e.dtype == "int32":
+            return str(e.value) if e.value != -(2**31) else "(-2147483647-1)"
+        if e.dtype == "bool":
+            return "1" if e.value else "0"
+        if e.dtype == "int64":
+            return f"INT64_C({e.value})" if e.value != -(2**63) else "INT64_MIN"
+        if e.dtype == "uint64":
+            return f"UINT64_C({e.value})"
+        return f"(({c_scalar(e.dtype)}){e.value})"
+
+    def e_FloatImm(self, e: E.FloatImm) -> str:
+        v = e.value
+        if v != v:
+            text = "NAN"
+        elif v in (float("inf"), float("-inf")):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            text = repr(v)
+            if "." not in text and "e" not in text:
+                text += ".0"
+            if e.dtype == "float32":
+                text += "f"
+        if e.dtype == "float16":
+            return f"((_Float16){text}f)" if text[-1].isdigit() else f"((_Float16){text})"
+        return text if e.dtype != "float32" or text[0] != "(" else f"((float){text})"
+
+    def e_StringImm(self, e) -> str:
+        return '"' + e.value.replace('"', '\\"') + '"'
+
+    def e_Cast(self, e: E.Cast) -> str:
+        if dt.lanes(e.dtype) > 1:
+            return f"__builtin_convertvector({self.expr(e.value)}, {self.need_vector(e.dtype)})"
+        if dt.is_bool(e.dtype):
+            return f"(({self.expr(e.value)}) != 0)"
+        return f"(({c_scalar(e.dtype)})({self.expr(e.value)}))"
+
+    def _binary(self, e, op: str) -> str:
+        return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+
+    def e_Add(self, e):
+        return self._binary(e, "+")
+
+    def e_Sub(self, e):
+        return self._binary(e, "-")
+
+    def e_Mul(self, e):
+        return self._binary(e, "*")
+
+    def e_Div(self, e):
+        return self._binary(e, "/")
+
+    def e_Mod(self, e):
+        return self._binary(e, "%")
+
+    def e_CmpOp(self, e):
+        op = _BIN[type(e)]
+        return self._binary(e, op)
+
+    def e_Not(self, e):
+        return f"(!{self.expr(e.a)})"
+
+    def e_FloorDiv(self, e):
+        return self._int_helper("floordiv", e)
+
+    def e_FloorMod(self, e):
+        return self._int_helper("floormod", e)
+
+    def _int_helper(self, name: str, e) -> str:
+        if dt.lanes(e.dtype) > 1:
+            raise NotImplementedError("vector floordiv/floormod")
+        bits = 64 if dt.bits(e.dtype) > 32 else 32
+        return f"kiln_{name}_i{bits}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def e_Min(self, e):
+        return self._minmax("min", "<", e)
+
+    def e_Max(self, e):
+        return self._minmax("max", ">", e)
+
+    def _minmax(self, name: str, op: str, e) -> str:
+        t = self.type_of(e.dtype)
+        fn = f"kiln_{name}_{vector_name(e.dtype)}"
+        if fn not in self.helpers:
+            if dt.lanes(e.dtype) == 1:
+                body = f"return a {op} b ? a : b;"
+            else:
+                n = dt.lanes(e.dtype)
+                body = (f"{t} r; for (int k = 0; k < {n}; ++k) r[k] = a[k] {op} b[k] ? a[k] : "
+                        f"b[k]; return r;")
+            self.helpers[fn] = f"static inline {t} {fn}({t} a, {t} b) {{ {body} }}"
+        return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def e_Select(self, e: E.Select) -> str:
+        if dt.lanes(e.dtype) > 1:
+            raise NotImplementedError("vector select")
+        return (f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : "
+                f"{self.expr(e.false_value)})")
+
+    def e_Let(self, e: E.Let) -> str:
+        name = self.names.get(e.var)
+        return (f"({{ {self.type_of(e.var.dtype)} {name} = {self.expr(e.value)}; "
+                f"{self.expr(e.body)}; }})")
+
+    def e_Ramp(self, e: E.Ramp) -> str:
+        t = self.need_vector(e.dtype)
+        b = self.fresh("b")
+        s = self.fresh("s")
+        st = c_scalar(e.base.dtype)
+        lanes = ", ".join(f"{b} + {k}*{s}" for k in range(e.lanes))
+        return (f"({{ {st} {b} = {self.expr(e.base)}; {st} {s} = {self.expr(e.stride)}; "
+                f"({t}){{{lanes}}}; }})")
+
+    def e_Broadcast(self, e: E.Broadcast) -> str:
+        t = self.need_vector(e.dtype)
+        if isinstance(e.value, E.IntImm | E.FloatImm | E.Var):
+            v = self.expr(e.value)
+            return f"(({t}){{{', '.join([v] * e.lanes)}}})"
+        x = self.fresh("x")
+        return (f"({{ {c_scalar(e.value.dtype)} {x} = {self.expr(e.value)}; "
+                f"({t}){{{', '.join([x] * e.lanes)}}}; }})")
+
+    def e_Load(self, e: E.Load) -> str:
+        buf = self.names.get(e.buffer_var)
+        if dt.lanes(e.dtype) == 1:
+            return f"{buf}[{self.expr(e.index)}]"
+        idx = e.index
+        if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.IntImm) and idx.stride.value == 1:
+            self.need_vector(e.dtype)
+            return f"(*({vector_name(e.dtype)}_u*)({buf} + {self.expr(idx.base)}))"
+        return self._gather(e, buf)
+
+    def _gather(self, e: E.Load, buf: str) -> str:
+        t = self.need_vector(e.dtype)
+        it = self.need_vector(e.index.dtype)
+        ix = self.fresh("ix")
+        lanes = ", ".join(f"{buf}[{ix}[{k}]]" for k in range(dt.lanes(e.dtype)))
+        return f"({{ {it} {ix} = {self.expr(e.index)}; ({t}){{{lanes}}}; }})"
+
+    def e_ProducerLoad(self, e):
+        raise NotImplementedError("C codegen met a ProducerLoad: storage_flatten did not run")
+
+    def e_Call(self, e: E.Call) -> str:
+        op, args = e.op, e.args
+        if dt.lanes(e.dtype) > 1 and op not in ("likely",):
+            raise NotImplementedError(f"vector call {op}")
+        if op == "tvm_if_then_else":
+            c, a, b = (self.expr(x) for x in args)
+            return f"({c} ? {a} : {b})"
+        if op == "likely":
+            return f"__builtin_expect(!!({self.expr(args[0])}), 1)"
+        if op == "sigmoid":
+            x = self.expr(args[0])
+            one = "1.0f" if e.dtype == "float32" else "1.0"
+            return f"({one} / ({one} + {self._math('exp', e.dtype, [f'-({x})'])}))"
+        if op == "rsqrt":
+            one = "1.0f" if e.dtype == "float32" else "1.0"
+            return f"({one} / {self._math('sqrt', e.dtype, [self.expr(args[0])])})"
+        if op == "isnan":
+            x = self.expr(args[0])
+            return f"({x} != {x})"
+        if op in ("shift_left", "shift_right"):
+            sym = "<<" if op == "shift_left" else ">>"
+            return f"({self.expr(args[0])} {sym} {self.expr(args[1])})"
+        if op in _MATH:
+            return self._math(op, e.dtype, [self.expr(a) for a in args])
+        raise NotImplementedError(f"C codegen: intrinsic '{op}' is not supported")
+
+    def _math(self, op: str, dtype: str, args: list[str]) -> str:
+        if dtype == "float64":
+            return f"{op}({', '.join(args)})"
+        if dtype == "float32":
+            return f"{op}f({', '.join(args)})"
+        if dtype == "float16":
+            inner = ", ".join(f"(float)({a})" for a in args)
+            return f"((_Float16){op}f({inner}))"
+        raise NotImplementedError(f"math function {op} on {dtype}")
+
+    # ---- statements -----------------------------------------------------------------------
+    def stmt(self, s) -> None:
+        m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None:
+            raise NotImplementedError(f"C codegen: no rule for statement {type(s).__name__}")
+        m(s)
+
+    def s_SeqStmt(self, s):
+        for x in s.seq:
+            self.stmt(x)
+
+    def s_Evaluate(self, s):
+        if isinstance(s.value, E.IntImm):
+            return
+        self.emit(f"(void)({self.expr(s.value)});")
+
+    def s_LetStmt(self, s):
+        self.emit(f"{self.type_of(s.var.dtype)} {self.names.get(s.var)} = {self.expr(s.value)};")
+        self.stmt(s.body)
+
+    def s_AssertStmt(self, s):
+        msg = s.message.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+        self.emit(f"if (!({self.expr(s.condition)})) {{ kiln_set_error(\"{msg}\"); "
+                  f"return -1; }}")
+        self.stmt(s.body)
+
+    def s_IfThenElse(self, s):
+        self.emit(f"if ({self.expr(s.condition)}) {{")
+        self._nested(s.then_case)
+        if s.else_case is not None:
+            self.emit("} else {")
+            self._nested(s.else_case)
+        self.emit("}")
+
+    def _nested(self, body) -> None:
+        self.indent += 1
+        self.stmt(body)
+        self.indent -= 1
+
+    def s_For(self, s: S.For):
+        v = self.names.get(s.loop_var)
+        ext = self.expr(s.extent)
+        lo = self.expr(s.min)
+        end = ext if lo == "0" else f"{lo} + {ext}"
+        parallel = s.kind == S.ForKind.PARALLEL and self.in_parallel == 0
+        if parallel:
+            self.emit("#pragma omp parallel for schedule(static)")
+        elif s.kind == S.ForKind.UNROLLED and isinstance(s.extent, E.IntImm):
+            self.emit(f"#pragma GCC unroll {max(1, min(s.extent.value, 65535))}")
+        elif s.kind == S.ForKind.VECTORIZED:
+            self.emit("#pragma GCC ivdep")
+        self.emit(f"for (int32_t {v} = {lo}; {v} < {end}; ++{v}) {{")
+        self.in_parallel += parallel
+        self._nested(s.body)
+        self.in_parallel -= parallel
+        self.emit("}")
+
+    def s_AttrStmt(self, s: S.AttrStmt):
+        if s.attr_key == "thread_extent":
+            tag = getattr(s.node, "thread_tag", "?")
+            raise ScheduleError(
+                f"an axis is bound to GPU thread '{tag}' but the target is a CPU (llvm/c); "
+                f"bind is for target 'cuda' — use parallel/vectorize on a CPU")
+        self.stmt(s.body)
+
+    def s_Store(self, s: S.Store):
+        buf = self.names.get(s.buffer_var)
+        value = self.expr(s.value)
+        lanes = dt.lanes(s.value.dtype)
+        if lanes == 1:
+            self.emit(f"{buf}[{self.expr(s.index)}] = {value};")
+            return
+        idx = s.index
+        name = vector_name(s.value.dtype)
+        self.need_vector(s.value.dtype)
+        if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.IntImm) and idx.stride.value == 1:
+            self.emit(f"*({name}_u*)({buf} + {self.expr(idx.base)}) = {value};")
+            return
+        it = self.need_vector(idx.dtype)
+        ix, vx = self.fresh("ix"), self.fresh("vx")
+        self.emit(f"{{ {it} {ix} = {self.expr(idx)}; {name} {vx} = {value};")
+        for k in range(lanes):
+            self.emit(f"  {buf}[{ix}[{k}]] = {vx}[{k}];")
+        self.emit("}")
+
+    def s_Allocate(self, s: S.Allocate):
+        name = self.names.get(s.buffer_var)
+        ct = c_scalar(s.dtype)
+        size_expr = s.extents[0]
+        for x in s.extents[1:]:
+            size_expr = size_expr * x
+        itemsize = dt.itemsize(dt.element_of(s.dtype))
+        if isinstance(size_expr, E.IntImm) and size_expr.value * itemsize <= _STACK_LIMIT_BYTES:
+            self.emit(f"{ct} {name}[{max(1, size_expr.value)}] __attribute__((aligned(64)));")
+            self.stmt(s.body)
+            return
+        size = self.expr(size_expr)
+        self.emit(f"{ct}* {name} = ({ct}*)kiln_alloc((size_t)({size}) * {itemsize});")
+        if not self.in_parallel:
+            self.emit(f"if ({name} == NULL) {{ kiln_set_error(\"out of memory allocating "
+                      f"{s.buffer_var.name}\"); return -1; }}")
+        self.stmt(s.body)
+        self.emit(f"free({name});")

@@ -1,0 +1,82 @@
+"""Assemble a whole C translation unit from lowered PrimFuncs."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from kiln.ir import expr as E
+from kiln.ir.functor import collect_vars
+from kiln.ir.stmt import PrimFunc
+
+from .c_entry import write_entry
+from .c_types import c_scalar
+from .codegen_c import CSourceWriter, _Names
+
+_ALLOC = """
+static inline void* kiln_alloc(size_t nbytes) {
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  return aligned_alloc(64, rounded ? rounded : 64);
+}
+"""
+
+
+def runtime_header() -> str:
+    return resources.files("kiln.runtime").joinpath("kiln_c_runtime.h").read_text()
+
+
+def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> str:
+    names = _Names()
+    # parameter names first so they keep their own spelling
+    for p in func.params:
+        names.get(p)
+    body_w = CSourceWriter(names, typedefs, helpers)
+    body_w.stmt(func.body)
+    entry_w = CSourceWriter(names, typedefs, helpers)
+    compute_name = f"{func.name}_compute"
+    sig: list[str] = []
+    call: list[str] = []
+    for p in func.params:
+        buf = func.buffer_map.get(p)
+        if buf is not None:
+            sig.append(f"{c_scalar(buf.dtype)}* restrict {names.get(p)}")
+            call.append(names.get(p))
+    scalars: list[E.Var] = []
+    for p in func.params:
+        if p not in func.buffer_map:
+            scalars.append(p)
+    for buf in func.buffer_map.values():
+        for ext in buf.shape:
+            for v in collect_vars(ext):
+                if v not in scalars:
+                    scalars.append(v)
+    for v in scalars:
+        sig.append(f"{c_scalar(v.dtype)} {names.get(v)}")
+        call.append(names.get(v))
+    write_entry(func, names, entry_w, compute_name, call)
+    out = [f"static int32_t {compute_name}({', '.join(sig) or 'void'}) {{"]
+    out += body_w.lines
+    out.append("  return 0;")
+    out.append("}")
+    out.append("")
+    out.append(f"KILN_DLL int32_t {func.name}(KilnValue* args, int32_t* type_codes, "
+               f"int32_t num_args) {{")
+    out += entry_w.lines
+    out.append("}")
+    return "\n".join(out)
+
+
+def generate_c(funcs: list[PrimFunc], target: str, entry: str) -> str:
+    """C source for ``funcs`` with the runtime header, typedefs, helpers and module info."""
+    typedefs: set[str] = set()
+    helpers: dict[str, str] = {}
+    bodies = [_function(f, typedefs, helpers) for f in funcs]
+    info = json.dumps({"functions": [f.name for f in funcs], "entry": entry,
+                       "target": target})
+    parts = [runtime_header(), _ALLOC]
+    parts += sorted(typedefs)
+    parts += list(helpers.values())
+    parts += bodies
+    info_c = info.replace("\\", "\\\\").replace('"', '\\"')
+    parts.append(f'KILN_DLL const char* kiln_module_info(void) {{ return "{info_c}"; }}')
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,136 @@
+"""``kiln.lower``: a schedule becomes a loop program, pass after pass.
+
+The pipeline (each step a module of its own):
+
+1. inline          stages marked compute_inline are substituted into their consumers
+2. infer_bound     the range of every loop of every stage
+3. schedule_ops    one loop nest per stage, placed at its attachment point
+4. storage_flatten tensors become flat buffers; temporaries get an Allocate
+5. simplify        index arithmetic folded to the book's short forms
+6. loop_partition  guarded loops split into a guard-free body and a tail, where provable
+7. vectorize       vectorized loops become ramp / broadcast vector code (or stay scalar)
+8. simplify, remove_no_op
+
+Set ``KILN_DEBUG=1`` (or pass ``debug=True``) to print the IR after every pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from kiln.arith import Analyzer
+from kiln.errors import TVMError
+from kiln.ir.expr import Var
+from kiln.ir.functor import collect_vars
+from kiln.ir.printer import to_text
+from kiln.ir.stmt import Buffer, IRModule, PrimFunc, Stmt
+from kiln.te.bound import infer_bound
+from kiln.te.inline import effective_bodies
+from kiln.te.schedule import Schedule
+from kiln.te.schedule_ops import schedule_to_stmt
+from kiln.te.tensor import PlaceholderOp, Tensor
+from kiln.tir import passes
+
+Pass = Callable[[Stmt], Stmt]
+
+
+def _log(debug: bool, name: str, stmt: Stmt) -> None:
+    if debug:
+        print(f"// ---- after {name} ----")
+        print(to_text(stmt))
+
+
+def _arg_buffers(args, binds: dict | None) -> tuple[list[Var], dict[Var, Buffer], dict]:
+    params: list[Var] = []
+    buffer_map: dict[Var, Buffer] = {}
+    tensor_buffers: dict = {}
+    for a in args:
+        if isinstance(a, Tensor):
+            buf = (binds or {}).get(a)
+            if buf is None:
+                buf = Buffer(Var(a.name, "handle"), a.dtype, a.shape, a.name)
+            params.append(buf.data)
+            buffer_map[buf.data] = buf
+            tensor_buffers[a] = buf
+        elif isinstance(a, Buffer):
+            params.append(a.data)
+            buffer_map[a.data] = a
+        elif isinstance(a, Var):
+            params.append(a)
+        else:
+            raise TypeError(
+                f"lower/build arguments must be tensors or te.var scalars, got {a!r} "
+                f"({type(a).__name__})")
+    return params, buffer_map, tensor_buffers
+
+
+def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
+                         debug: bool | None = None) -> PrimFunc:
+    """Run the whole pipeline on one schedule and return the lowered PrimFunc."""
+    if debug is None:
+        debug = bool(os.environ.get("KILN_DEBUG"))
+    params, buffer_map, tensor_buffers = _arg_buffers(args, binds)
+    _check_outputs_are_args(sch, tensor_buffers)
+    analyzer = Analyzer()
+    bodies = effective_bodies(sch)
+    ranges = infer_bound(sch, bodies, analyzer)
+    arg_ops = {t.op for t in tensor_buffers}
+    stmt = schedule_to_stmt(sch, bodies, ranges, arg_ops, analyzer)
+    _log(debug, "schedule_ops", stmt)
+    stmt = passes.storage_flatten(stmt, tensor_buffers)
+    _log(debug, "storage_flatten", stmt)
+    for pass_name, fn in passes.PIPELINE:
+        stmt = fn(stmt)
+        _log(debug, pass_name, stmt)
+    func = PrimFunc(params, buffer_map, stmt, name)
+    _check_free_vars(func)
+    return func
+
+
+def _check_outputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:
+    for op in sch.outputs:
+        for t in op.outputs:
+            if t not in tensor_buffers:
+                raise TVMError(
+                    f"output tensor '{t.name}' of the schedule is not in the argument list; "
+                    f"pass it to lower/build so its result can be returned")
+    for st in sch.stages:
+        if isinstance(st.op, PlaceholderOp):
+            t = st.op.output(0)
+            if t not in tensor_buffers:
+                raise TVMError(
+                    f"input tensor '{t.name}' is read by the schedule but is not in the "
+                    f"argument list of lower/build")
+
+
+def _check_free_vars(func: PrimFunc) -> None:
+    defined: set[Var] = set(func.params)
+    for buf in func.buffer_map.values():
+        for ext in buf.shape:
+            defined |= collect_vars(ext)
+    bound = passes.defined_vars(func.body)
+    for v in collect_vars(func.body):
+        if v not in defined and v not in bound and v.dtype != "handle":
+            raise TVMError(
+                f"variable '{v.name}' is used by the computation but is neither a dimension of "
+                f"an argument tensor nor a scalar argument; add it to the argument list")
+
+
+def lower(sch, args=None, name: str = "main", binds=None, simple_mode: bool = False,
+          debug: bool | None = None) -> IRModule:
+    """Lower a schedule to an IRModule holding one PrimFunc named ``name``.
+
+    ``print(kiln.lower(s, [A, B, C], simple_mode=True))`` shows the loop program in the book's
+    pseudo-code.
+    """
+    if isinstance(sch, PrimFunc):
+        return IRModule({sch.name: sch})
+    if isinstance(sch, IRModule):
+        return sch
+    if not isinstance(sch, Schedule):
+        raise TypeError(f"lower expects a te.Schedule, got {type(sch).__name__}")
+    if args is None:
+        raise TypeError("lower needs the argument list: lower(s, [A, B, C])")
+    func = schedule_to_primfunc(sch, list(args), name, binds, debug)
+    return IRModule({name: func})

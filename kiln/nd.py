@@ -1,0 +1,6 @@
+"""``kiln.nd``: the NDArray API under TVM's ``tvm.nd`` name."""
+
+from .runtime.device import cpu, cuda, device, gpu
+from .runtime.ndarray import NDArray, array, empty
+
+__all__ = ["array", "empty", "NDArray", "cpu", "cuda", "gpu", "device"]

@@ -1,0 +1,296 @@
+"""The C compiler driver: turns C source into a cached shared library.
+
+``compile_shared(source)`` returns the path of a shared library built from ``source``. Builds
+are cached on disk under ``$KILN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/kiln`` or
+``~/.cache/kiln``), keyed by the source, the compiler (path and ``--version``) and the flags;
+files are written under temporary names and renamed into place, so concurrent processes
+can share the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import CompileError
+
+__all__ = [
+    "DEFAULT_FLAGS",
+    "cache_dir",
+    "find_compiler",
+    "compiler_version",
+    "build_flags",
+    "compile_shared",
+    "compile_asm",
+    "runtime_header",
+    "shared_suffix",
+]
+
+DEFAULT_FLAGS: tuple[str, ...] = (
+    "-O3",
+    "-std=gnu11",
+    "-shared",
+    "-fPIC",
+    "-fopenmp",
+    "-march=native",
+)
+# Flags dropped (with a retry) when the compiler turns out not to support them.
+_OPTIONAL_FLAGS = ("-fopenmp", "-march=native")
+_CANDIDATES = ("gcc", "cc", "clang")
+_MAX_QUOTED_LINES = 20
+
+
+def shared_suffix() -> str:
+    """File suffix of shared libraries on this platform."""
+    return ".dll" if sys.platform == "win32" else ".so"
+
+
+def cache_dir() -> Path:
+    """The compile cache directory (read from the environment on every call)."""
+    env = os.environ.get("KILN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "kiln"
+
+
+@functools.cache
+def _resolve_command(cc_env: str | None, path_env: str | None) -> tuple[str, ...]:
+    if cc_env is not None and cc_env.strip():
+        words = shlex.split(cc_env)
+        exe = shutil.which(words[0], path=path_env)
+        if exe is None:
+            raise CompileError(
+                f"No C compiler was found: CC={cc_env!r} is not an executable program. "
+                "Set the CC environment variable to an installed C compiler, e.g. CC=gcc"
+            )
+        return (exe, *words[1:])
+    for name in _CANDIDATES:
+        exe = shutil.which(name, path=path_env)
+        if exe is not None:
+            return (exe,)
+    raise CompileError(
+        "No C compiler was found (looked for gcc, cc and clang on PATH). Install one, or set "
+        "the CC environment variable to a C compiler, e.g. CC=gcc"
+    )
+
+
+def _compiler_command() -> tuple[str, ...]:
+    """The compiler command: its absolute path plus any extra words from $CC."""
+    return _resolve_command(os.environ.get("CC"), os.environ.get("PATH"))
+
+
+def find_compiler() -> str:
+    """Absolute path of the C compiler: ``$CC`` if set, else the first of gcc, cc, clang on
+    PATH. Raises CompileError when there is none."""
+    return _compiler_command()[0]
+
+
+@functools.cache
+def compiler_version(command: tuple[str, ...]) -> str:
+    """``<compiler> --version`` output, run once per process per compiler."""
+    try:
+        res = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, errors="replace", timeout=60
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(
+            f"cannot run the C compiler {command[0]!r} ({e}); set CC to a working C compiler, "
+            "e.g. CC=gcc"
+        ) from None
+    return res.stdout + res.stderr
+
+
+def build_flags(extra: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """DEFAULT_FLAGS plus ``extra``. An ``-march=``/``-mcpu=`` in ``extra`` replaces
+    ``-march=native``, an ``-O`` level replaces ``-O3``, and ``-fno-openmp`` removes
+    ``-fopenmp``."""
+    extra = list(extra or ())
+    flags = list(DEFAULT_FLAGS)
+    if any(f.startswith(("-march=", "-mcpu=")) for f in extra):
+        flags.remove("-march=native")
+    if any(re.fullmatch(r"-O[0-9sgz]?|-Ofast", f) for f in extra):
+        flags.remove("-O3")
+    if "-fno-openmp" in extra:
+        flags.remove("-fopenmp")
+        extra = [f for f in extra if f != "-fno-openmp"]
+    if sys.platform == "darwin" and "-undefined" not in extra:
+        flags += ["-undefined", "dynamic_lookup"]
+    return flags + extra
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_id() -> str:
+    """Text identifying this CPU, so ``-march=native`` builds are not shared across CPUs."""
+    lines: list[str] = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                if line.startswith(("vendor_id", "model name", "flags", "Features", "CPU part")):
+                    lines.append(line.strip())
+    except OSError:
+        import platform
+
+        lines.append(platform.machine() + " " + platform.processor())
+    return "\n".join(lines)
+
+
+def _cache_key(source: str, command: tuple[str, ...], flags: list[str]) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(command), compiler_version(command), "\0".join(flags)):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0\1\0")
+    if "-march=native" in flags:
+        h.update(_cpu_id().encode())
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# (compiler command, flag) -> whether the compiler accepts the flag; filled on demand.
+_FLAG_OK: dict[tuple[tuple[str, ...], str], bool] = {}
+
+
+def _flag_supported(command: tuple[str, ...], flag: str) -> bool:
+    key = (command, flag)
+    if key not in _FLAG_OK:
+        with tempfile.TemporaryDirectory(prefix="kiln-probe-") as d:
+            src = Path(d) / "probe.c"
+            src.write_text("int kiln_probe(void) { return 0; }\n")
+            res = subprocess.run(
+                [*command, "-shared", "-fPIC", flag, "-o", str(Path(d) / "probe.so"), str(src)],
+                capture_output=True,
+            )
+            _FLAG_OK[key] = res.returncode == 0
+    return _FLAG_OK[key]
+
+
+def _run(command: tuple[str, ...], args: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [*command, *args], capture_output=True, text=True, errors="replace"
+        )
+    except OSError as e:
+        raise CompileError(
+            f"cannot run the C compiler {command[0]!r} ({e}); set CC to a working C compiler, "
+            "e.g. CC=gcc"
+        ) from None
+
+
+def _quote_lines(stderr: str, src_path: Path, source: str) -> list[str]:
+    """``line N: <text>`` for each line of the source that the compiler's output names."""
+    lines = source.splitlines()
+    seen: list[int] = []
+    pattern = re.compile(r"^(.*?):(\d+):", re.MULTILINE)
+    for m in pattern.finditer(stderr):
+        if Path(m.group(1)).name != src_path.name:
+            continue
+        n = int(m.group(2))
+        if n not in seen and 1 <= n <= len(lines):
+            seen.append(n)
+    return [f"  line {n}: {lines[n - 1].strip()}" for n in seen[:_MAX_QUOTED_LINES]]
+
+
+def _compile_error(
+    res: subprocess.CompletedProcess[str], argv: list[str], src_path: Path, source: str
+) -> CompileError:
+    stderr = (res.stderr or "") + (res.stdout or "")
+    if len(stderr) > 8000:
+        stderr = stderr[:8000] + "\n... (compiler output truncated)"
+    msg = [f"C compilation failed (exit status {res.returncode}):", stderr.rstrip()]
+    quoted = _quote_lines(stderr, src_path, source)
+    if quoted:
+        msg += ["Offending lines of the generated source:", *quoted]
+    msg += [f"Source kept at: {src_path}", "Command: " + shlex.join(argv)]
+    return CompileError("\n".join(msg))
+
+
+def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "lib") -> str:
+    """Compile C ``source`` into a shared library and return its path.
+
+    ``flags`` are extra compiler flags (see :func:`build_flags`). The result is cached on
+    disk; a cache hit runs no compiler. Raises CompileError when no compiler is found or
+    the compiler rejects the source (the message quotes the offending source lines).
+    """
+    command = _compiler_command()
+    all_flags = build_flags(flags)
+    key = _cache_key(source, command, all_flags)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "lib"
+    directory = cache_dir()
+    out = directory / f"{safe}-{key[:40]}{shared_suffix()}"
+    if out.exists():
+        return str(out)
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompileError(f"cannot create the kiln cache directory {directory}: {e}") from None
+    src_path = out.with_suffix(".c")
+    _atomic_write(src_path, source)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=shared_suffix())
+    os.close(fd)
+    try:
+        used = list(all_flags)
+        argv = [*used, "-o", tmp, str(src_path), "-lm"]
+        res = _run(command, argv)
+        if res.returncode != 0:
+            dropped = [f for f in _OPTIONAL_FLAGS
+                       if f in used and not _flag_supported(command, f)]
+            if dropped:
+                used = [f for f in used if f not in dropped]
+                argv = [*used, "-o", tmp, str(src_path), "-lm"]
+                res = _run(command, argv)
+        if res.returncode != 0:
+            raise _compile_error(res, [*command, *argv], src_path, source)
+        os.replace(tmp, out)
+    finally:
+        _unlink(tmp)
+    return str(out)
+
+
+def compile_asm(source: str, *, flags: list[str] | None = None) -> str:
+    """The assembly the compiler generates for ``source`` (not cached)."""
+    command = _compiler_command()
+    used = [f for f in build_flags(flags) if f not in ("-shared",)]
+    with tempfile.TemporaryDirectory(prefix="kiln-asm-") as d:
+        src = Path(d) / "module.c"
+        src.write_text(source, encoding="utf-8", errors="surrogateescape")
+        asm = Path(d) / "module.s"
+        argv = [*used, "-S", "-o", str(asm), str(src)]
+        res = _run(command, argv)
+        if res.returncode != 0:
+            raise _compile_error(res, [*command, *argv], src, source)
+        return asm.read_text(errors="replace")
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_header() -> str:
+    """Text of kiln_c_runtime.h, the ABI header pasted at the top of generated C."""
+    return (Path(__file__).with_name("kiln_c_runtime.h")).read_text(encoding="utf-8")

@@ -1,0 +1,26 @@
+"""Tensor expressions: the language for *what* to compute, and schedules for *how*."""
+
+from kiln.ir.expr import IterVar, PrimExpr, Range, Reduce, Var
+from kiln.tir.op import (
+    abs, all, any, ceil, cos, erf, exp, exp2, floor, floordiv, floormod, if_then_else, indexdiv,
+    indexmod, isnan, log, log2, log10, power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
+    truncdiv, truncmod,
+)
+from kiln.tir.op import const as const
+
+from . import schedule
+from .operation import (
+    comm_reducer, compute, max, min, placeholder, reduce_axis, size_var, sum, thread_axis, var,
+)
+from .schedule import Schedule, Stage, create_schedule
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+__all__ = [
+    "placeholder", "compute", "var", "size_var", "reduce_axis", "thread_axis", "comm_reducer",
+    "sum", "min", "max", "create_schedule", "Schedule", "Stage", "Tensor", "Operation",
+    "ComputeOp", "PlaceholderOp", "IterVar", "PrimExpr", "Range", "Reduce", "Var",
+    "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
+    "sigmoid", "tanh", "abs", "floor", "ceil", "round", "trunc", "power", "erf", "sin", "cos",
+    "isnan", "floordiv", "floormod", "truncdiv", "truncmod", "indexdiv", "indexmod", "const",
+    "schedule",
+]

@@ -1,0 +1,136 @@
+"""Bound inference: the range of every iteration variable of every stage.
+
+Stages are visited consumers first. An output's axes cover its whole shape. Any other stage
+must produce exactly the region its consumers read: for each consumer, the indices of its reads
+are evaluated as intervals, where the consumer's loops that lie *inside* the producer's
+attachment point are relaxed over their whole range and those outside it (the loops the
+producer is computed within) stay symbolic. Ranges of split and fused loops then follow from
+the root ranges (``pass_down``).
+"""
+
+from __future__ import annotations
+
+from kiln.arith import Analyzer, IntervalSet, eval_interval
+from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Range, Var
+from kiln.ir.functor import collect_vars, post_order_visit
+
+from .relations import leaf_values, pass_down, pass_up
+from .schedule import Schedule, Stage
+from .tensor import ComputeOp
+
+
+def compute_stages(sch: Schedule) -> list[Stage]:
+    """Stages that get loops: compute ops that are not inlined, producers first."""
+    return [st for st in sch.stages
+            if isinstance(st.op, ComputeOp) and st.attach_type != "inline"]
+
+
+def attach_path_vars(stage: Stage) -> set[Var]:
+    """Loop variables of the loops enclosing the point where ``stage`` is computed."""
+    out: set[Var] = set()
+    st = stage
+    while st.attach_type == "scope":
+        parent = st.attach_stage
+        pos = parent.leaf_iter_vars.index(st.attach_ivar)
+        out.update(iv.var for iv in parent.leaf_iter_vars[: pos + 1])
+        st = parent
+    return out
+
+
+def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
+    found: list[tuple[PrimExpr, ...]] = []
+
+    def visit(n):
+        if isinstance(n, ProducerLoad) and n.producer.op is op:
+            found.append(n.indices)
+
+    for b in body:
+        post_order_visit(b, visit)
+    return found
+
+
+def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar, Range]:
+    """Ranges of all iteration variables (root, split/fused, leaf) of the compute stages."""
+    ranges: dict[IterVar, Range] = {}
+    relax: dict[Var, IntervalSet] = {}  # every loop var seen so far, over its whole range
+    stages = compute_stages(sch)
+    for st in reversed(stages):
+        op = st.op
+        consumers = [c for c in stages if c is not st and _reads_of(bodies[c.op], op)]
+        if st.is_output or not consumers:
+            for iv in op.axis:
+                ranges[iv] = iv.dom
+        else:
+            region = _needed_region(st, consumers, bodies, ranges, relax, analyzer)
+            for iv, r in zip(op.axis, region, strict=True):
+                ranges[iv] = r
+        for iv in op.reduce_axis:
+            ranges[iv] = iv.dom
+        pass_down(st, ranges, analyzer.simplify)
+        for iv in st.leaf_iter_vars:
+            ext = ranges[iv].extent
+            relax[iv.var] = IntervalSet(_zero(), analyzer.simplify(ext - 1))
+    return ranges
+
+
+def _zero() -> PrimExpr:
+    from kiln.ir.expr import IntImm
+
+    return IntImm("int32", 0)
+
+
+def _relax(itv: IntervalSet, relax_map: dict[Var, IntervalSet]) -> IntervalSet:
+    """Widen an interval until no relaxed variable remains in its bounds."""
+    for _ in range(8):
+        vars_in = collect_vars(itv.min_value) | collect_vars(itv.max_value)
+        if not any(v in relax_map for v in vars_in):
+            return itv
+        lo = eval_interval(itv.min_value, relax_map).min_value
+        hi = eval_interval(itv.max_value, relax_map).max_value
+        itv = IntervalSet(lo, hi)
+    return itv
+
+
+def _needed_region(st: Stage, consumers: list[Stage], bodies: dict,
+                   ranges: dict[IterVar, Range], relax: dict[Var, IntervalSet],
+                   analyzer: Analyzer) -> list[Range]:
+    op = st.op
+    fixed = attach_path_vars(st)
+    relax_map = {v: itv for v, itv in relax.items() if v not in fixed}
+    per_dim: list[IntervalSet | None] = [None] * len(op.axis)
+    for c in consumers:
+        dom_map = _consumer_root_intervals(c, ranges, relax_map, analyzer)
+        for indices in _reads_of(bodies[c.op], op):
+            for d, idx in enumerate(indices):
+                itv = _relax(eval_interval(idx, dom_map), relax_map)
+                per_dim[d] = itv if per_dim[d] is None else IntervalSet.union(per_dim[d], itv)
+    region = []
+    for d, iv in enumerate(op.axis):
+        itv = per_dim[d]
+        if itv is None or not itv.is_bounded():
+            region.append(iv.dom)
+            continue
+        lo = analyzer.simplify(itv.min_value)
+        ext = analyzer.simplify(itv.max_value - itv.min_value + 1)
+        region.append(Range.from_min_extent(lo, ext))
+    return region
+
+
+def _consumer_root_intervals(c: Stage, ranges: dict[IterVar, Range],
+                             relax_map: dict[Var, IntervalSet],
+                             analyzer: Analyzer) -> dict[Var, IntervalSet]:
+    """Interval of each root axis of consumer ``c`` seen from the producer's attach point."""
+    values = pass_up(c, ranges, leaf_values(c, ranges))
+    out: dict[Var, IntervalSet] = {}
+    for iv in list(c.op.axis) + list(c.op.reduce_axis):
+        value = values[iv]
+        r = ranges[iv]
+        used = collect_vars(value)
+        leaf_vars = {lv.var for lv in c.leaf_iter_vars}
+        if used & leaf_vars and all(v in relax_map for v in used & leaf_vars):
+            itv = IntervalSet(r.min, analyzer.simplify(r.min + r.extent - 1))
+        else:
+            itv = eval_interval(value, relax_map)
+        out[iv.var] = _relax(itv, relax_map)
+    out.update(relax_map)
+    return out

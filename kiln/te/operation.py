@@ -1,0 +1,155 @@
+"""The tensor-expression language: placeholder, compute, var, reduce_axis and reducers."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from kiln.ir import dtype as dt
+from kiln.ir.expr import (
+    CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var, _match, convert, emax, emin,
+    make_const, max_value, min_value,
+)
+
+from .tensor import ComputeOp, PlaceholderOp, Tensor
+
+
+def var(name: str = "tindex", dtype: str = "int32") -> Var:
+    """A symbolic scalar variable (``te.var``), e.g. an unknown shape dimension."""
+    return Var(name, dtype)
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> SizeVar:
+    """A symbolic variable known to be non-negative."""
+    return SizeVar(name, dtype)
+
+
+def placeholder(shape, dtype: str | None = None, name: str = "placeholder") -> Tensor:
+    """An input tensor of ``shape`` (ints and/or vars); dtype defaults to float32."""
+    shape = _shape_tuple(shape)
+    return PlaceholderOp(name, shape, dt.normalize(dtype or "float32")).output(0)
+
+
+def _shape_tuple(shape) -> tuple:
+    if isinstance(shape, int | PrimExpr):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        e = convert(s)
+        if not dt.is_integer(e.dtype):
+            raise TypeError(f"shape dimensions must be integers, got {e} ({e.dtype})")
+        out.append(e)
+    return tuple(out)
+
+
+def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
+            attrs: dict | None = None):
+    """A tensor whose element at index ``i`` is ``fcompute(*i)``; returns a Tensor (or a list
+    of Tensors when fcompute returns several values)."""
+    shape = _shape_tuple(shape)
+    arg_names = _arg_names(fcompute, len(shape))
+    axis = [IterVar(Range(0, extent), Var(n, "int32"), IterVar.DataPar)
+            for n, extent in zip(arg_names, shape, strict=True)]
+    body = fcompute(*[iv.var for iv in axis])
+    bodies = list(body) if isinstance(body, list | tuple) else [body]
+    bodies = [convert(b) for b in bodies]
+    _check_reduces(bodies, name)
+    op = ComputeOp(name, tag, attrs, axis, bodies)
+    return op.outputs if len(op.outputs) > 1 else op.output(0)
+
+
+def _arg_names(fcompute: Callable, ndim: int) -> list[str]:
+    code = getattr(fcompute, "__code__", None)
+    if code is None:
+        return [f"i{k}" for k in range(ndim)]
+    params = inspect.signature(fcompute).parameters.values()
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if varargs and not names:
+        return [f"i{k}" for k in range(ndim)]
+    if len(names) != ndim and not varargs:
+        raise ValueError(
+            f"te.compute: the lambda takes {len(names)} index arguments but the shape has "
+            f"{ndim} dimensions")
+    return names + [f"i{k}" for k in range(len(names), ndim)]
+
+
+def _check_reduces(bodies: list[PrimExpr], name: str) -> None:
+    reduces = [b for b in bodies if isinstance(b, Reduce)]
+    if reduces and len(reduces) != len(bodies):
+        raise ValueError(f"compute {name}: either all outputs are reductions or none is")
+
+
+def reduce_axis(dom, name: str = "rv", thread_tag: str = "") -> IterVar:
+    """A reduction axis over ``dom`` = (begin, end) or a Range."""
+    if not isinstance(dom, Range):
+        if isinstance(dom, list | tuple):
+            if len(dom) != 2:
+                raise ValueError("reduce_axis domain must be (begin, end)")
+            dom = Range(dom[0], dom[1])
+        else:
+            dom = Range(0, dom)
+    return IterVar(dom, Var(name, "int32"), IterVar.CommReduce, thread_tag)
+
+
+def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:
+    """A GPU thread axis such as ``te.thread_axis("threadIdx.x")``."""
+    if isinstance(dom, str):
+        tag, dom = dom, None
+    if not tag:
+        raise ValueError("thread_axis needs a tag such as 'threadIdx.x' or 'blockIdx.x'")
+    if dom is not None and not isinstance(dom, Range):
+        dom = Range(dom[0], dom[1]) if isinstance(dom, list | tuple) else Range(0, dom)
+    kind = IterVar.ThreadIndex
+    return IterVar(dom, Var(name or tag, "int32"), kind, tag)
+
+
+class _Reducer:
+    """A commutative reducer usable as ``r(expr, axis=k)`` (and ``r(a, b)`` elementwise)."""
+
+    def __init__(self, fcombine: Callable, fidentity: Callable, name: str):
+        self.fcombine = fcombine
+        self.fidentity = fidentity
+        self.name = name
+
+    def __call__(self, expr, axis=None, where=None, init=None, *args):
+        if axis is not None and not isinstance(axis, IterVar | list | tuple):
+            # two expressions: the elementwise combination (te.max(a, b))
+            a, b = _match(expr, axis)
+            return self.fcombine(a, b)
+        if axis is None:
+            raise ValueError(f"{self.name}: missing the reduction axis (axis=...)")
+        axes = [axis] if isinstance(axis, IterVar) else list(axis)
+        for a in axes:
+            if not isinstance(a, IterVar) or a.iter_type != IterVar.CommReduce:
+                raise ValueError(f"{self.name}: axis must be te.reduce_axis, got {a!r}")
+        exprs = list(expr) if isinstance(expr, list | tuple) else [expr]
+        exprs = [convert(e) for e in exprs]
+        dtypes = [e.dtype for e in exprs]
+        lhs = [Var("x", d) for d in dtypes]
+        rhs = [Var("y", d) for d in dtypes]
+        res = self.fcombine(*lhs, *rhs) if len(exprs) > 1 else self.fcombine(lhs[0], rhs[0])
+        res = list(res) if isinstance(res, list | tuple) else [res]
+        ident = self.fidentity(*dtypes) if len(exprs) > 1 else self.fidentity(dtypes[0])
+        ident = list(ident) if isinstance(ident, list | tuple) else [ident]
+        ident = [convert(x) for x in ident]
+        combiner = CommReducer(lhs, rhs, [convert(r) for r in res], ident)
+        cond = convert(True) if where is None else convert(where)
+        inits = () if init is None else tuple(convert(x) for x in
+                                             (init if isinstance(init, list | tuple) else [init]))
+        if len(exprs) == 1:
+            return Reduce(combiner, exprs, axes, cond, 0, inits)
+        return tuple(Reduce(combiner, exprs, axes, cond, k, inits) for k in range(len(exprs)))
+
+    def __repr__(self) -> str:
+        return f"comm_reducer({self.name})"
+
+
+def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") -> _Reducer:
+    """A custom commutative reducer from ``fcombine(a, b)`` and ``fidentity(dtype)``."""
+    return _Reducer(fcombine, fidentity, name)
+
+
+sum = comm_reducer(lambda x, y: x + y, lambda t: make_const(0, t), name="sum")  # noqa: A001
+min = comm_reducer(emin, max_value, name="min")  # noqa: A001
+max = comm_reducer(emax, min_value, name="max")  # noqa: A001

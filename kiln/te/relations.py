@@ -1,0 +1,83 @@
+"""Walking a stage's iteration-variable relations (split / fuse) in both directions.
+
+``pass_down`` turns ranges of the root axes into ranges of the leaf loops;
+``pass_up`` turns the values of the leaf loops into the values of the root axes.
+"""
+
+from __future__ import annotations
+
+from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range, floordiv, floormod
+
+from .schedule import Fuse, Split, Stage
+
+
+def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return IntImm(a.dtype, -(-a.value // b.value))
+    return floordiv(a + b - 1, b)
+
+
+def root_iter_vars(stage: Stage) -> list[IterVar]:
+    op = stage.op
+    return list(getattr(op, "axis", [])) + list(getattr(op, "reduce_axis", []))
+
+
+def pass_down(stage: Stage, ranges: dict[IterVar, Range], simplify) -> None:
+    """Fill ``ranges`` for every derived iteration variable from its parents' ranges."""
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            parent = ranges[rel.parent]
+            if rel.factor is not None:
+                ranges[rel.inner] = Range.from_min_extent(0, rel.factor)
+                ranges[rel.outer] = Range.from_min_extent(
+                    0, simplify(_ceildiv(parent.extent, rel.factor)))
+            else:
+                ranges[rel.outer] = Range.from_min_extent(0, rel.nparts)
+                ranges[rel.inner] = Range.from_min_extent(
+                    0, simplify(_ceildiv(parent.extent, rel.nparts)))
+        elif isinstance(rel, Fuse):
+            a, b = ranges[rel.outer], ranges[rel.inner]
+            ranges[rel.fused] = Range.from_min_extent(0, simplify(a.extent * b.extent))
+
+
+def split_factor(rel: Split, ranges: dict[IterVar, Range]) -> PrimExpr:
+    """The inner extent of a split (its factor, or derived from nparts)."""
+    return rel.factor if rel.factor is not None else ranges[rel.inner].extent
+
+
+def pass_up(stage: Stage, ranges: dict[IterVar, Range],
+            leaf_values: dict[IterVar, PrimExpr]) -> dict[IterVar, PrimExpr]:
+    """Values of all iteration variables given the values of the leaf loops."""
+    values = dict(leaf_values)
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            f = split_factor(rel, ranges)
+            base = values[rel.outer] * f + values[rel.inner]
+            pmin = ranges[rel.parent].min
+            values[rel.parent] = base + pmin if not _is_zero(pmin) else base
+        elif isinstance(rel, Fuse):
+            inner_ext = ranges[rel.inner].extent
+            fused = values[rel.fused]
+            o = floordiv(fused, inner_ext)
+            i = floormod(fused, inner_ext)
+            omin, imin = ranges[rel.outer].min, ranges[rel.inner].min
+            values[rel.outer] = o + omin if not _is_zero(omin) else o
+            values[rel.inner] = i + imin if not _is_zero(imin) else i
+    return values
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
+def leaf_values(stage: Stage, ranges: dict[IterVar, Range]) -> dict[IterVar, PrimExpr]:
+    """Each leaf loop's value: its loop variable plus the loop's minimum."""
+    out = {}
+    for iv in stage.leaf_iter_vars:
+        r = ranges[iv]
+        out[iv] = iv.var + r.min if not _is_zero(r.min) else iv.var
+    return out
+
+
+def is_reduce_leaf(iv: IterVar) -> bool:
+    return iv.iter_type == IterVar.CommReduce

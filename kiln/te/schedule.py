@@ -1,0 +1,483 @@
+"""Schedules: how each operation of a tensor-expression DAG is computed.
+
+A ``Schedule`` holds one ``Stage`` per operation. A stage starts with one loop per axis of its
+operation (data-parallel axes, then reduce axes) and is transformed by primitives (``split``,
+``fuse``, ``reorder``, ``compute_at``, ...). Each primitive records a relation between iteration
+variables (``Split``, ``Fuse``) or an annotation; nothing is lowered until ``kiln.lower``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kiln.errors import ScheduleError
+from kiln.ir.expr import IterVar, PrimExpr, Range, Var, convert
+
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+
+# ---------------------------------------------------------------------------------------
+# Relations between iteration variables
+# ---------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Split:
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: PrimExpr | None
+    nparts: PrimExpr | None
+
+
+@dataclass(eq=False)
+class Fuse:
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+@dataclass(eq=False)
+class Singleton:
+    iter: IterVar
+
+
+@dataclass
+class IterVarAttr:
+    """Annotations of one loop: its kind, a bound thread, pragmas."""
+
+    kind: str = ""  # "", "parallel", "vectorize", "unroll"
+    bind_thread: IterVar | None = None
+    pragmas: list[tuple[str, PrimExpr]] = field(default_factory=list)
+
+
+_KIND_NAMES = {"parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}
+
+
+def _iv(name: str, kind: int = IterVar.DataPar) -> IterVar:
+    return IterVar(None, Var(name, "int32"), kind)
+
+
+class Stage:
+    """The schedule of one operation (``s[C]``)."""
+
+    def __init__(self, op: Operation, schedule: Schedule):
+        self.op = op
+        self.origin_op = op
+        self.schedule = schedule
+        self.relations: list = []
+        self.iter_var_attrs: dict[IterVar, IterVarAttr] = {}
+        self.attach_type = "root"  # root | inline | scope
+        self.attach_ivar: IterVar | None = None
+        self.attach_stage: Stage | None = None
+        self.scope = ""
+        self.is_output = False
+        self.storage_align: dict[int, tuple[int, int]] = {}
+        self.double_buffer = False
+        self.env_threads: list[IterVar] = []
+        self._set_op(op)
+
+    def _set_op(self, op: Operation) -> None:
+        self.op = op
+        if isinstance(op, ComputeOp):
+            self.all_iter_vars = list(op.axis) + list(op.reduce_axis)
+        else:
+            self.all_iter_vars = []
+        self.leaf_iter_vars = list(self.all_iter_vars)
+
+    # ---- helpers ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def __repr__(self) -> str:
+        return f"stage({self.op.name}, {type(self.op).__name__})"
+
+    def _check_leaf(self, iv: IterVar, primitive: str) -> int:
+        if not isinstance(iv, IterVar):
+            raise ScheduleError(
+                f"{primitive} on stage '{self.name}': expected an axis (IterVar), got "
+                f"{type(iv).__name__}")
+        if iv in self.leaf_iter_vars:
+            return self.leaf_iter_vars.index(iv)
+        if iv in self.all_iter_vars:
+            raise ScheduleError(
+                f"{primitive} on stage '{self.name}': axis '{iv.var.name}' was already split "
+                f"or fused away; use the axes that replaced it ("
+                f"{', '.join(v.var.name for v in self.leaf_iter_vars)})")
+        owner = self.schedule._owner_of(iv)
+        where = f" it belongs to stage '{owner.name}'" if owner is not None else ""
+        raise ScheduleError(
+            f"{primitive} on stage '{self.name}': axis '{iv.var.name}' is not an axis of this "
+            f"stage;{where}. Axes here: "
+            f"{', '.join(v.var.name for v in self.leaf_iter_vars)}")
+
+    def _attr(self, iv: IterVar) -> IterVarAttr:
+        a = self.iter_var_attrs.get(iv)
+        if a is None:
+            a = self.iter_var_attrs[iv] = IterVarAttr()
+        return a
+
+    def _check_compute(self, primitive: str) -> None:
+        if isinstance(self.op, PlaceholderOp):
+            raise ScheduleError(
+                f"{primitive}: stage '{self.name}' is a placeholder (an input); it has no loops "
+                f"to schedule")
+
+    # ---- loop transformations -----------------------------------------------------------
+    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into an outer and an inner loop.
+
+        Before::  for (i, 0, 100) { C[i] = ... }
+        ``xo, xi = s[C].split(i, factor=32)``
+        After::   for (i.outer, 0, 4) { for (i.inner, 0, 32) {
+                     if (likely(((i.outer*32) + i.inner) < 100)) { C[...] = ... } } }
+        """
+        self._check_compute("split")
+        pos = self._check_leaf(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(
+                f"split on stage '{self.name}', axis '{parent.var.name}': give exactly one of "
+                f"factor= or nparts=")
+        amount = convert(factor if factor is not None else nparts)
+        if hasattr(amount, "value") and amount.value <= 0:
+            raise ScheduleError(
+                f"split on stage '{self.name}', axis '{parent.var.name}': the "
+                f"{'factor' if factor is not None else 'nparts'} must be positive, got "
+                f"{amount.value}")
+        kind = parent.iter_type
+        outer = _iv(parent.var.name + ".outer", kind)
+        inner = _iv(parent.var.name + ".inner", kind)
+        self.relations.append(Split(parent, outer, inner,
+                                    amount if factor is not None else None,
+                                    amount if nparts is not None else None))
+        self.all_iter_vars += [outer, inner]
+        self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
+        return outer, inner
+
+    def fuse(self, *args: IterVar) -> IterVar:
+        """Fuse consecutive loops into one.
+
+        Before::  for (i, 0, 4) { for (j, 0, 8) { C[i, j] = ... } }
+        ``f = s[C].fuse(i, j)``
+        After::   for (i.j.fused, 0, 32) { C[floordiv(f, 8), floormod(f, 8)] = ... }
+        """
+        self._check_compute("fuse")
+        if len(args) == 1 and isinstance(args[0], list | tuple):
+            args = tuple(args[0])
+        if not args:
+            raise ScheduleError(f"fuse on stage '{self.name}': give at least one axis")
+        if len(args) == 1:
+            self._check_leaf(args[0], "fuse")
+            return args[0]
+        positions = [self._check_leaf(a, "fuse") for a in args]
+        if positions != list(range(positions[0], positions[0] + len(args))):
+            names = ", ".join(a.var.name for a in args)
+            raise ScheduleError(
+                f"fuse on stage '{self.name}': axes ({names}) must be adjacent loops, outer to "
+                f"inner, in the current order "
+                f"({', '.join(v.var.name for v in self.leaf_iter_vars)}); reorder them first")
+        fused = args[0]
+        for nxt in args[1:]:
+            kind = IterVar.CommReduce if IterVar.CommReduce in (
+                fused.iter_type, nxt.iter_type) else IterVar.DataPar
+            if fused.iter_type != nxt.iter_type:
+                raise ScheduleError(
+                    f"fuse on stage '{self.name}': cannot fuse a data-parallel axis with a "
+                    f"reduction axis ('{fused.var.name}' and '{nxt.var.name}')")
+            out = _iv(f"{fused.var.name}.{nxt.var.name}.fused", kind)
+            self.relations.append(Fuse(fused, nxt, out))
+            self.all_iter_vars.append(out)
+            pos = self.leaf_iter_vars.index(fused)
+            self.leaf_iter_vars[pos:pos + 2] = [out]
+            fused = out
+        return fused
+
+    def reorder(self, *args: IterVar) -> None:
+        """Reorder the given loops (the others keep their places).
+
+        Before::  for (i) { for (j) { for (k) ... } }
+        ``s[C].reorder(k, i)``
+        After::   for (k) { for (j) { for (i) ... } }
+        """
+        self._check_compute("reorder")
+        if len(args) == 1 and isinstance(args[0], list | tuple):
+            args = tuple(args[0])
+        positions = [self._check_leaf(a, "reorder") for a in args]
+        if len(set(positions)) != len(positions):
+            raise ScheduleError(f"reorder on stage '{self.name}': an axis is named twice")
+        slots = sorted(positions)
+        for slot, iv in zip(slots, args, strict=True):
+            self.leaf_iter_vars[slot] = iv
+
+    def tile(self, x_parent, y_parent, x_factor, y_factor):
+        """Tile two loops: split both and reorder to (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    # ---- loop annotations ---------------------------------------------------------------
+    def parallel(self, var: IterVar) -> None:
+        """Run iterations of ``var`` on parallel threads (OpenMP).
+
+        Before:: for (i, 0, n)       After:: parallel (i, 0, n)
+        """
+        self._annotate(var, "parallel")
+
+    def vectorize(self, var: IterVar) -> None:
+        """Turn loop ``var`` (constant extent) into vector operations (ramp / broadcast).
+
+        Before:: for (j.inner, 0, 8) { C[j.inner] = A[j.inner] }
+        After::  C[ramp(0, 1, 8)] = A[ramp(0, 1, 8)]
+        """
+        self._annotate(var, "vectorize")
+
+    def unroll(self, var: IterVar) -> None:
+        """Unroll loop ``var`` (constant extent).
+
+        Before:: for (k, 0, 4)       After:: unrolled (k, 0, 4)
+        """
+        self._annotate(var, "unroll")
+
+    def _annotate(self, var: IterVar, kind: str) -> None:
+        self._check_compute(kind)
+        self._check_leaf(var, kind)
+        if kind in ("parallel", "vectorize") and var.iter_type == IterVar.CommReduce:
+            raise ScheduleError(
+                f"{kind} on stage '{self.name}': axis '{var.var.name}' is a reduction axis; "
+                f"iterations of a reduction depend on each other. Use rfactor to parallelize a "
+                f"reduction, or {kind} a data-parallel axis")
+        attr = self._attr(var)
+        if attr.bind_thread is not None:
+            raise ScheduleError(
+                f"{kind} on stage '{self.name}': axis '{var.var.name}' is already bound to "
+                f"{attr.bind_thread.thread_tag}")
+        attr.kind = kind
+
+    def pragma(self, var: IterVar, pragma_type: str, pragma_value=None) -> None:
+        """Attach a pragma to loop ``var`` (e.g. ``auto_unroll_max_step``, ``unroll_explicit``).
+
+        Before:: for (i, 0, n)  After:: // attr [i] pragma_auto_unroll_max_step = 16 / for ...
+        """
+        self._check_leaf(var, "pragma")
+        if pragma_type in ("parallel", "vectorize", "unroll"):
+            self._annotate(var, pragma_type)
+            return
+        value = convert(pragma_value if pragma_value is not None else 1)
+        self._attr(var).pragmas.append((pragma_type, value))
+
+    def bind(self, ivar: IterVar, thread_ivar: IterVar) -> None:
+        """Bind loop ``ivar`` to a GPU thread axis (``te.thread_axis``).
+
+        Before:: for (i.outer, 0, 64)   After:: // attr [blockIdx.x] thread_extent = 64
+        """
+        self._check_compute("bind")
+        self._check_leaf(ivar, "bind")
+        if not isinstance(thread_ivar, IterVar) or not thread_ivar.thread_tag:
+            raise ScheduleError(
+                f"bind on stage '{self.name}', axis '{ivar.var.name}': the second argument "
+                f"must be te.thread_axis('blockIdx.x' | 'threadIdx.x' | 'vthread' ...)")
+        attr = self._attr(ivar)
+        if attr.kind:
+            raise ScheduleError(
+                f"bind on stage '{self.name}': axis '{ivar.var.name}' is already marked "
+                f"{attr.kind}")
+        attr.bind_thread = thread_ivar
+
+    def env_threads_(self, threads) -> None:
+        self.env_threads = list(threads)
+
+    # ---- attachment -----------------------------------------------------------------------
+    def compute_at(self, parent: Stage, scope: IterVar) -> None:
+        """Compute this stage inside loop ``scope`` of stage ``parent``.
+
+        Before:: produce B { for (i) B[i] = .. }  produce C { for (i) C[i] = B[i] }
+        ``s[B].compute_at(s[C], i)``
+        After::  produce C { for (i) { produce B { B[i] = .. }  C[i] = B[i] } }
+        """
+        self._check_compute("compute_at")
+        if not isinstance(parent, Stage):
+            raise ScheduleError(
+                f"compute_at on stage '{self.name}': the first argument must be a stage, "
+                f"e.g. s[C]")
+        if parent is self:
+            raise ScheduleError(f"compute_at: stage '{self.name}' cannot be computed inside "
+                                f"itself")
+        if scope not in parent.leaf_iter_vars:
+            raise ScheduleError(
+                f"compute_at on stage '{self.name}': axis '{_name(scope)}' is not a loop of "
+                f"stage '{parent.name}' (its loops are "
+                f"{', '.join(v.var.name for v in parent.leaf_iter_vars)})")
+        if not self.schedule._reads_transitively(parent, self):
+            raise ScheduleError(
+                f"compute_at on stage '{self.name}': stage '{parent.name}' does not consume "
+                f"'{self.name}' (directly or through inlined stages); compute a stage at a "
+                f"consumer's loop")
+        self.attach_type = "scope"
+        self.attach_stage = parent
+        self.attach_ivar = scope
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers (no loops, no storage).
+
+        Before:: produce B { B[i] = A[i]*2 }  produce C { C[i] = B[i] + 1 }
+        After::  produce C { C[i] = ((A[i]*2) + 1) }
+        """
+        self._check_compute("compute_inline")
+        if self.is_output:
+            raise ScheduleError(
+                f"compute_inline: stage '{self.name}' is an output of the schedule; outputs "
+                f"must be stored")
+        if isinstance(self.op, ComputeOp) and self.op.reduce_axis:
+            raise ScheduleError(
+                f"compute_inline: stage '{self.name}' is a reduction; only element-wise "
+                f"(injective) stages can be inlined")
+        self.attach_type = "inline"
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    def compute_root(self) -> None:
+        """Compute this stage at the top level of the function (the default)."""
+        self._check_compute("compute_root")
+        self.attach_type = "root"
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    def set_scope(self, scope: str) -> None:
+        """Store this stage's output in memory ``scope`` ('global', 'shared', 'local')."""
+        if scope not in ("global", "shared", "local", "warp", ""):
+            raise ScheduleError(f"set_scope on stage '{self.name}': unknown scope {scope!r}")
+        self.scope = scope
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the stride of ``axis``'s dimension to ``factor*k + offset`` elements."""
+        if axis not in self.op.axis if isinstance(self.op, ComputeOp) else True:
+            raise ScheduleError(
+                f"storage_align on stage '{self.name}': '{_name(axis)}' must be one of the "
+                f"operation's axes (s[T].op.axis)")
+        self.storage_align[self.op.axis.index(axis)] = (int(factor), int(offset))
+
+    def double_buffer_(self) -> None:
+        self.double_buffer = True
+
+    def prefetch(self, tensor, var, offset) -> None:
+        raise NotImplementedError("prefetch is not implemented in kiln yet")
+
+    def tensorize(self, var, intrin) -> None:
+        raise NotImplementedError("tensorize is not implemented in kiln yet")
+
+
+def _name(iv) -> str:
+    return iv.var.name if isinstance(iv, IterVar) else repr(iv)
+
+
+class Schedule:
+    """The schedule of a DAG of operations (``te.create_schedule(C.op)``)."""
+
+    def __init__(self, outputs: list[Operation]):
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self.stage_map: dict[Operation, Stage] = {}
+        for op in _post_dfs(self.outputs):
+            st = Stage(op, self)
+            self.stages.append(st)
+            self.stage_map[op] = st
+        for op in self.outputs:
+            self.stage_map[op].is_output = True
+
+    def __getitem__(self, key) -> Stage:
+        op = key.op if isinstance(key, Tensor) else key
+        st = self.stage_map.get(op)
+        if st is None:
+            for s in self.stages:
+                if s.origin_op is op or s.op is op:
+                    return s
+            name = getattr(op, "name", repr(op))
+            raise ScheduleError(
+                f"tensor/operation '{name}' is not part of this schedule (its stages are "
+                f"{', '.join(s.name for s in self.stages)})")
+        return st
+
+    def __repr__(self) -> str:
+        return f"schedule({', '.join(s.name for s in self.stages)})"
+
+    def _owner_of(self, iv: IterVar) -> Stage | None:
+        for s in self.stages:
+            if iv in s.all_iter_vars:
+                return s
+        return None
+
+    def consumers(self, stage: Stage) -> list[Stage]:
+        out = []
+        for s in self.stages:
+            if any(t.op is stage.op for t in s.op.input_tensors()):
+                out.append(s)
+        return out
+
+    def _reads_transitively(self, consumer: Stage, producer: Stage) -> bool:
+        """True if consumer reads producer directly or through inlined stages."""
+        todo = [t.op for t in consumer.op.input_tensors()]
+        seen = set()
+        while todo:
+            op = todo.pop()
+            if op is producer.op:
+                return True
+            if op in seen:
+                continue
+            seen.add(op)
+            st = self.stage_map.get(op)
+            if st is not None and st.attach_type == "inline":
+                todo.extend(t.op for t in op.input_tensors())
+        return False
+
+    # cache_read / cache_write / rfactor live in kiln.te.schedule_dataflow
+    def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
+        from .schedule_dataflow import cache_read
+
+        return cache_read(self, tensor, scope, readers)
+
+    def cache_write(self, tensor, scope: str):
+        from .schedule_dataflow import cache_write
+
+        return cache_write(self, tensor, scope)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
+        from .schedule_dataflow import rfactor
+
+        return rfactor(self, tensor, axis, factor_axis)
+
+    def create_group(self, outputs, inputs, include_inputs=False):
+        raise NotImplementedError("create_group is not implemented in kiln yet")
+
+    def normalize(self) -> Schedule:
+        return self
+
+
+def _post_dfs(outputs: list[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors():
+            visit(t.op)
+        order.append(op)
+
+    for op in outputs:
+        visit(op)
+    return order
+
+
+def create_schedule(ops) -> Schedule:
+    """A default schedule for the operations ``ops`` (an op, a tensor, or a list of them)."""
+    if not isinstance(ops, list | tuple):
+        ops = [ops]
+    ops = [o.op if isinstance(o, Tensor) else o for o in ops]
+    for o in ops:
+        if not isinstance(o, Operation):
+            raise TypeError(f"create_schedule expects operations or tensors, got {o!r}")
+    return Schedule(ops)
+
+
+__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Range"]

@@ -1,0 +1,184 @@
+"""Schedule → loop IR: one loop nest per stage, placed where the stage is attached.
+
+For every compute stage this builds ``produce <name> { loops { store } }``: one ``For`` per
+leaf iteration variable (its kind from parallel / vectorize / unroll annotations, pragmas as
+``AttrStmt``), root-axis values recovered from the leaf loops through the split/fuse
+relations, a ``likely`` guard wherever a loop may run past the axis it came from, and for
+reductions an init nest placed just outside the first reduction loop. Stages attached with
+``compute_at`` are built inside their parent's loop, wrapped in ``ProducerRealize``.
+"""
+
+from __future__ import annotations
+
+from kiln.arith import Analyzer
+from kiln.ir import dtype as dt
+from kiln.ir.expr import (
+    Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var, logical_and,
+)
+from kiln.ir.functor import substitute
+from kiln.ir.stmt import (
+    AttrStmt, For, ForKind, IfThenElse, ProducerRealize, ProducerStore, Stmt, seq,
+)
+
+from .bound import compute_stages
+from .relations import leaf_values, pass_up
+from .schedule import Schedule, Stage
+
+_KIND = {"": ForKind.SERIAL, "parallel": ForKind.PARALLEL, "vectorize": ForKind.VECTORIZED,
+         "unroll": ForKind.UNROLLED}
+
+
+class _Builder:
+    def __init__(self, sch: Schedule, bodies: dict, ranges: dict[IterVar, Range],
+                 arg_ops: set, analyzer: Analyzer):
+        self.sch = sch
+        self.bodies = bodies
+        self.ranges = ranges
+        self.arg_ops = arg_ops
+        self.analyzer = analyzer
+        self.stages = compute_stages(sch)
+        self.attached: dict[IterVar, list[Stage]] = {}
+        for st in self.stages:
+            if st.attach_type == "scope":
+                self.attached.setdefault(st.attach_ivar, []).append(st)
+
+    # ---- the whole program --------------------------------------------------------------
+    def build(self) -> Stmt:
+        body: Stmt | None = None
+        for st in reversed(self.stages):
+            if st.attach_type == "root":
+                body = self.pipeline(st, body)
+        return body if body is not None else seq()
+
+    def pipeline(self, st: Stage, consumer: Stmt | None) -> Stmt:
+        """``realize P { produce P { ... }; consumer }`` (no realize for arguments)."""
+        produce = AttrStmt(st.op, "produce", 1, self.loop_nest(st))
+        body = seq(produce, consumer)
+        if st.op in self.arg_ops:
+            return body
+        for t in reversed(st.op.outputs):
+            bounds = [self.ranges[iv] for iv in st.op.axis]
+            body = ProducerRealize(t, bounds, IntImm("bool", 1), body,
+                                   scope=st.scope or "global")
+        return body
+
+    # ---- one stage ------------------------------------------------------------------------
+    def loop_nest(self, st: Stage) -> Stmt:
+        values = pass_up(st, self.ranges, leaf_values(st, self.ranges))
+        op = st.op
+        body_exprs = self.bodies[op]
+        root_vmap = {iv.var: values[iv] for iv in list(op.axis) + list(op.reduce_axis)}
+        indices = [values[iv] for iv in op.axis]
+        is_reduce = isinstance(body_exprs[0], Reduce)
+        leaves = st.leaf_iter_vars
+        if is_reduce:
+            main = self._reduce_update(st, body_exprs, indices, root_vmap)
+            first = next((k for k, iv in enumerate(leaves) if iv.iter_type == IterVar.CommReduce),
+                         len(leaves))
+            init = self._reduce_init(st, body_exprs, indices, values, first)
+        else:
+            stores = [ProducerStore(t, substitute(b, root_vmap), indices)
+                      for t, b in zip(op.outputs, body_exprs, strict=True)]
+            main = seq(*stores)
+            first, init = -1, None
+        main = self._guard(st, main, values, list(op.axis) + list(op.reduce_axis), leaves)
+        body = main
+        for k in reversed(range(len(leaves))):
+            if is_reduce and first == k + 1:
+                body = seq(init, body)
+            body = self._with_attached(leaves[k], body)
+            body = self._make_for(st, leaves[k], body)
+        if is_reduce and first == 0:
+            body = seq(init, body)
+        return body
+
+    def _make_for(self, st: Stage, iv: IterVar, body: Stmt) -> Stmt:
+        r = self.ranges[iv]
+        attr = st.iter_var_attrs.get(iv)
+        kind = _KIND[attr.kind] if attr else ForKind.SERIAL
+        if attr is not None and attr.bind_thread is not None:
+            thread = attr.bind_thread
+            body = substitute(body, {iv.var: thread.var})
+            return AttrStmt(thread, "thread_extent", r.extent, body)
+        loop: Stmt = For(iv.var, 0, r.extent, kind, body)
+        if attr is not None:
+            for key, value in reversed(attr.pragmas):
+                loop = AttrStmt(iv, "pragma_" + key, value, loop)
+        return loop
+
+    def _with_attached(self, iv: IterVar, body: Stmt) -> Stmt:
+        for child in reversed(self.attached.get(iv, [])):
+            body = self.pipeline(child, body)
+        return body
+
+    # ---- reductions -------------------------------------------------------------------------
+    def _reduce_update(self, st: Stage, exprs: list[Reduce], indices, root_vmap) -> Stmt:
+        red = exprs[0]
+        outs = st.op.outputs
+        lhs = [ProducerLoad(t, indices) for t in outs]
+        rhs = [substitute(s, root_vmap) for s in red.source]
+        combined = red.combiner.combine(lhs, rhs)
+        stores = [ProducerStore(t, v, indices) for t, v in zip(outs, combined, strict=True)]
+        update = seq(*stores)
+        cond = substitute(red.condition, root_vmap)
+        if not (isinstance(cond, IntImm) and cond.value):
+            update = IfThenElse(cond, update)
+        return update
+
+    def _reduce_init(self, st: Stage, exprs: list[Reduce], indices, values, first: int) -> Stmt:
+        red = exprs[0]
+        leaves = st.leaf_iter_vars
+        inner = [iv for iv in leaves[first:] if iv.iter_type != IterVar.CommReduce]
+        fresh = {iv.var: Var(iv.var.name + ".init", iv.var.dtype) for iv in inner}
+        init_vals = list(red.init) if red.init else list(red.combiner.identity_element)
+        if red.init:
+            init_vals = [substitute(v, {iv.var: values[iv] for iv in st.op.axis})
+                         for v in init_vals]
+        stores = [ProducerStore(t, _cast_like(v, t.dtype), indices)
+                  for t, v in zip(st.op.outputs, init_vals, strict=True)]
+        body = self._guard(st, seq(*stores), values, list(st.op.axis), leaves)
+        body = substitute(body, fresh)
+        for iv in reversed(inner):
+            body = For(fresh[iv.var], 0, self.ranges[iv].extent, ForKind.SERIAL, body)
+        return body
+
+    # ---- guards -----------------------------------------------------------------------------
+    def _guard(self, st: Stage, body: Stmt, values, roots: list[IterVar], leaves) -> Stmt:
+        """Wrap ``body`` in ``if (likely(v < bound))`` where a root axis may overrun."""
+        conds: list[PrimExpr] = []
+        an = Analyzer()
+        for iv in leaves:
+            an.bind(iv.var, Range.from_min_extent(0, self.ranges[iv].extent))
+        for iv in roots:
+            value = values[iv]
+            for lo, hi in _bounds_to_check(iv, self.ranges[iv]):
+                if lo is not None and not an.can_prove(value >= lo):
+                    conds.append(value >= lo)
+                if hi is not None and not an.can_prove(value < hi):
+                    conds.append(value < hi)
+        if not conds:
+            return body
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = logical_and(cond, c)
+        return IfThenElse(Call("bool", "likely", [cond]), body)
+
+
+def _bounds_to_check(iv: IterVar, r: Range):
+    """(low, high) pairs a root axis value must respect: its inferred range and its domain."""
+    out = [(None, r.min + r.extent)]
+    if iv.dom is not None:
+        out.append((iv.dom.min, iv.dom.min + iv.dom.extent))
+    return out
+
+
+def _cast_like(v: PrimExpr, dtype: str) -> PrimExpr:
+    from kiln.ir.expr import cast
+
+    return v if v.dtype == dtype else cast(v, dt.normalize(dtype))
+
+
+def schedule_to_stmt(sch: Schedule, bodies: dict, ranges: dict[IterVar, Range], arg_ops: set,
+                     analyzer: Analyzer) -> Stmt:
+    """The loop program of a schedule (before storage flattening)."""
+    return _Builder(sch, bodies, ranges, arg_ops, analyzer).build()

@@ -1,0 +1,168 @@
+"""Intrinsic operators on expressions: math functions, conditionals, reducers' building blocks.
+
+Names and behaviour follow ``tvm.tir`` (and the ``te`` re-exports): ``if_then_else`` is lazy
+(only the taken branch is evaluated, so it may guard an out-of-bounds read), ``all``/``any``
+fold a list of conditions, math functions keep their argument's float dtype.
+"""
+
+from __future__ import annotations
+
+from kiln.ir import dtype as dt
+from kiln.ir.expr import (
+    Call, IntImm, PrimExpr, Select, _match, cast, const, convert, div, emax, emin, floordiv,
+    floormod, logical_and, logical_not, logical_or, make_const, max_value, min_value, truncmod,
+)
+
+__all__ = [
+    "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
+    "sigmoid", "tanh", "abs", "floor", "ceil", "round", "trunc", "power", "pow", "erf", "sin",
+    "cos", "fmod", "isnan", "likely", "max_value", "min_value", "floordiv", "floormod",
+    "truncdiv", "truncmod", "indexdiv", "indexmod", "div", "Select", "cast", "const",
+    "call_intrin", "call_pure_extern", "logical_and", "logical_or", "logical_not", "min", "max",
+    "make_const",
+]
+
+
+def if_then_else(cond, t, f) -> PrimExpr:
+    """``cond ? t : f`` where only the chosen branch is evaluated."""
+    cond = convert(cond)
+    if not dt.is_bool(cond.dtype):
+        cond = cond != make_const(0, cond.dtype)
+    t, f = _match(t, f)
+    if isinstance(cond, IntImm):
+        return t if cond.value else f
+    return Call(t.dtype, "tvm_if_then_else", [cond, t, f])
+
+
+def all(*args) -> PrimExpr:  # noqa: A001 - TVM's name
+    """Logical and of all conditions (``tvm.tir.all``)."""
+    args = _flatten(args)
+    if not args:
+        raise ValueError("tvm.tir.all needs at least one condition")
+    out = convert(args[0])
+    for a in args[1:]:
+        out = logical_and(out, a)
+    return logical_and(out, True) if not dt.is_bool(out.dtype) else out
+
+
+def any(*args) -> PrimExpr:  # noqa: A001 - TVM's name
+    """Logical or of all conditions (``tvm.tir.any``)."""
+    args = _flatten(args)
+    if not args:
+        raise ValueError("tvm.tir.any needs at least one condition")
+    out = convert(args[0])
+    for a in args[1:]:
+        out = logical_or(out, a)
+    return logical_or(out, False) if not dt.is_bool(out.dtype) else out
+
+
+def _flatten(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, list | tuple):
+            out.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+def _float_arg(x) -> PrimExpr:
+    x = convert(x)
+    if not dt.is_float(x.dtype):
+        x = cast(x, "float32")
+    return x
+
+
+def _unary(name: str):
+    def f(x) -> PrimExpr:
+        x = _float_arg(x)
+        return Call(x.dtype, name, [x])
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise ``{name}`` of a float expression (ints are cast to float32)."
+    return f
+
+
+exp = _unary("exp")
+exp2 = _unary("exp2")
+log = _unary("log")
+log2 = _unary("log2")
+log10 = _unary("log10")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+sigmoid = _unary("sigmoid")
+tanh = _unary("tanh")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")  # noqa: A001
+trunc = _unary("trunc")
+erf = _unary("erf")
+sin = _unary("sin")
+cos = _unary("cos")
+
+
+def abs(x) -> PrimExpr:  # noqa: A001
+    """Absolute value; integers stay integers."""
+    x = convert(x)
+    if dt.is_uint(x.dtype) or dt.is_bool(x.dtype):
+        return x
+    if dt.is_integer(x.dtype):
+        return Select(x < make_const(0, x.dtype), -x, x)
+    return Call(x.dtype, "fabs", [x])
+
+
+def power(x, y) -> PrimExpr:
+    """``x ** y`` on floats."""
+    x, y = _match(_float_arg(x), y)
+    return Call(x.dtype, "pow", [x, y])
+
+
+pow = power  # noqa: A001
+
+
+def fmod(x, y) -> PrimExpr:
+    x, y = _match(_float_arg(x), y)
+    return Call(x.dtype, "fmod", [x, y])
+
+
+def isnan(x) -> PrimExpr:
+    x = convert(x)
+    if not dt.is_float(x.dtype):
+        return const(False)
+    return Call("bool", "isnan", [x])
+
+
+def likely(cond) -> PrimExpr:
+    """Mark a condition as likely true (a hint for loop partitioning)."""
+    cond = convert(cond)
+    return Call(cond.dtype, "likely", [cond])
+
+
+def truncdiv(a, b) -> PrimExpr:
+    return div(a, b)
+
+
+def indexdiv(a, b) -> PrimExpr:
+    return floordiv(a, b)
+
+
+def indexmod(a, b) -> PrimExpr:
+    return floormod(a, b)
+
+
+def min(a, b) -> PrimExpr:  # noqa: A001
+    return emin(a, b)
+
+
+def max(a, b) -> PrimExpr:  # noqa: A001
+    return emax(a, b)
+
+
+def call_intrin(dtype: str, name: str, *args) -> PrimExpr:
+    return Call(dtype, name, [convert(a) for a in args])
+
+
+def call_pure_extern(dtype: str, name: str, *args) -> PrimExpr:
+    return Call(dtype, name, [convert(a) for a in args])
+
+

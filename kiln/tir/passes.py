@@ -1,0 +1,45 @@
+"""The loop-IR pass pipeline that ``kiln.lower`` runs after storage flattening, in order."""
+
+from __future__ import annotations
+
+from kiln.arith import simplify_stmt
+from kiln.ir.expr import Var
+from kiln.ir.functor import post_order_visit
+from kiln.ir.stmt import Allocate, For, LetStmt
+
+from .remove_no_op import remove_no_op
+from .storage_flatten import storage_flatten
+from .vectorize import vectorize
+
+
+def simplify(stmt):
+    """Simplify every expression, knowing each loop variable's range."""
+    return simplify_stmt(stmt)
+
+
+PIPELINE = [
+    ("simplify", simplify),
+    ("vectorize", vectorize),
+    ("simplify", simplify),
+    ("remove_no_op", remove_no_op),
+]
+
+
+def defined_vars(stmt) -> set[Var]:
+    """Variables a statement defines itself: loop variables, lets, allocations."""
+    out: set[Var] = set()
+
+    def visit(n):
+        if isinstance(n, For):
+            out.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            out.add(n.var)
+        elif isinstance(n, Allocate):
+            out.add(n.buffer_var)
+
+    post_order_visit(stmt, visit)
+    return out
+
+
+__all__ = ["PIPELINE", "storage_flatten", "simplify", "vectorize", "remove_no_op",
+           "defined_vars"]

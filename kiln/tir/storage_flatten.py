@@ -1,0 +1,107 @@
+"""Storage flattening: multi-dimensional tensor accesses become flat buffer accesses.
+
+Guarantees: after this pass no ``ProducerRealize``, ``ProducerStore`` or ``ProducerLoad``
+remains. Argument tensors are accessed through their function buffers with dense row-major
+strides (``a[((i*m) + j)]``); every other realized tensor gets an ``Allocate`` of the region
+bound inference gave it (extents widened to a constant upper bound where the analyzer can find
+one, so an allocation inside a loop has a fixed size), indexed relative to the region's start.
+"""
+
+from __future__ import annotations
+
+from kiln.arith import Analyzer
+from kiln.errors import TVMError
+from kiln.ir.expr import IntImm, Load, PrimExpr, Var, convert
+from kiln.ir.functor import Mutator
+from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
+
+
+class _Entry:
+    def __init__(self, data: Var, dtype: str, mins: list[PrimExpr], strides: list[PrimExpr],
+                 name: str):
+        self.data = data
+        self.dtype = dtype
+        self.mins = mins
+        self.strides = strides
+        self.name = name
+
+    def flat_index(self, indices) -> PrimExpr:
+        if not indices:
+            return IntImm("int32", 0)
+        acc: PrimExpr | None = None
+        for idx, lo, stride in zip(indices, self.mins, self.strides, strict=True):
+            term = idx - lo if not (isinstance(lo, IntImm) and lo.value == 0) else idx
+            term = term * stride
+            acc = term if acc is None else acc + term
+        return acc
+
+
+class _Flattener(Mutator):
+    def __init__(self, buffers: dict, analyzer: Analyzer):
+        super().__init__()
+        self.entries: dict = {}
+        self.analyzer = analyzer
+        for tensor, buf in buffers.items():
+            self.entries[tensor] = _Entry(buf.data, buf.dtype, [convert(0)] * len(buf.shape),
+                                          buf.dense_strides(), buf.name)
+
+    def _entry(self, tensor):
+        e = self.entries.get(tensor)
+        if e is None:
+            raise TVMError(
+                f"tensor '{tensor.name}' is read but is neither computed in this schedule nor "
+                f"passed in the argument list; add it to the arguments of lower/build")
+        return e
+
+    def visit_For(self, node: For):
+        self.analyzer.bind(node.loop_var, _range(node.min, node.extent))
+        return self.generic_visit(node)
+
+    def visit_AttrStmt(self, node: AttrStmt):
+        if node.attr_key == "thread_extent":
+            self.analyzer.bind(node.node.var, _range(IntImm("int32", 0), node.value))
+        return self.generic_visit(node)
+
+    def visit_ProducerRealize(self, node):
+        t = node.producer
+        extents = [self._const_upper(r.extent) for r in node.bounds]
+        strides: list[PrimExpr] = []
+        acc: PrimExpr = convert(1)
+        for ext in reversed(extents):
+            strides.append(acc)
+            acc = acc * ext
+        strides.reverse()
+        data = Var(t.name, "handle")
+        self.entries[t] = _Entry(data, t.dtype, [r.min for r in node.bounds], strides, t.name)
+        body = self.visit(node.body)
+        size = [self.analyzer.simplify(acc)] if extents else [convert(1)]
+        return Allocate(data, t.dtype, size, IntImm("bool", 1), body, scope=node.scope)
+
+    def _const_upper(self, extent: PrimExpr) -> PrimExpr:
+        extent = self.analyzer.simplify(extent)
+        if isinstance(extent, IntImm):
+            return extent
+        hi = self.analyzer.const_int_bound(extent)[1]
+        return IntImm("int32", hi) if hi is not None else extent
+
+    def visit_ProducerStore(self, node):
+        e = self._entry(node.producer)
+        value = self.visit(node.value)
+        indices = [self.visit(i) for i in node.indices]
+        return Store(e.data, value, self.analyzer.simplify(e.flat_index(indices)))
+
+    def visit_ProducerLoad(self, node):
+        e = self._entry(node.producer)
+        indices = [self.visit(i) for i in node.indices]
+        return Load(node.dtype, e.data, self.analyzer.simplify(e.flat_index(indices)))
+
+
+def _range(lo, extent):
+    from kiln.ir.expr import Range
+
+    return Range.from_min_extent(lo, extent)
+
+
+def storage_flatten(stmt, buffers: dict[object, Buffer]):
+    """Flatten all tensor accesses of ``stmt``; ``buffers`` maps argument tensors to Buffers."""
+    return _Flattener(buffers, Analyzer()).visit(stmt)
