@@ -478,8 +478,8 @@ def plot(X, Y, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
          xscale="linear", yscale="linear", fmts=None, figsize=(4.5, 3), axes=None):
     """Plot one or several lines of ``Y`` against ``X`` on the current matplotlib axes (§4.3).
 
-    ``Y`` is one sequence or a list of them (they may differ in length); ``X`` is shared or one
-    per line. Returns the axes. Needs matplotlib (``pip install matplotlib``).
+    ``Y`` is one sequence or a list of them; ``X`` is shared or one per line, and a line shorter
+    than its ``X`` is drawn over the first x values. Returns the axes. Needs matplotlib.
     """
     from matplotlib import pyplot as plt
 
@@ -490,7 +490,8 @@ def plot(X, Y, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
     xs = [X] * len(ys) if np.ndim(X[0]) == 0 else list(X)
     fmts = fmts or ["-"] * len(ys)
     for x, y, fmt in zip(xs, ys, fmts):
-        axes.plot(np.asarray(x), np.asarray(y), fmt)
+        y = np.asarray(y)
+        axes.plot(np.asarray(x)[: len(y)], y, fmt)  # a shorter line covers the first x values
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_xscale(xscale)

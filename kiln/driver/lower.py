@@ -71,7 +71,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     if debug is None:
         debug = bool(os.environ.get("KILN_DEBUG"))
     params, buffer_map, tensor_buffers = _arg_buffers(args, binds)
-    _check_outputs_are_args(sch, tensor_buffers)
+    _check_inputs_are_args(sch, tensor_buffers)
     analyzer = Analyzer()
     bodies = effective_bodies(sch)
     ranges = infer_bound(sch, bodies, analyzer)
@@ -88,13 +88,9 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     return func
 
 
-def _check_outputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:
-    for op in sch.outputs:
-        for t in op.outputs:
-            if t not in tensor_buffers:
-                raise TVMError(
-                    f"output tensor '{t.name}' of the schedule is not in the argument list; "
-                    f"pass it to lower/build so its result can be returned")
+def _check_inputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:
+    # An output missing from the arguments is legal (the book lowers with [A, B] to look at
+    # the loops): it is then allocated inside the function like any temporary.
     for st in sch.stages:
         if isinstance(st.op, PlaceholderOp):
             t = st.op.output(0)

@@ -1,0 +1,537 @@
+"""Symbolic closed intervals ``[min, max]`` and the interval evaluation of expressions.
+
+``IntervalEvaluator`` maps an expression and intervals for some of its variables to an
+interval containing every value the expression can take. Variables outside the map stay
+symbolic (single points), so ends are expressions such as ``(n*m) - 1``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..ir.functor import rebuild
+from ..ir.printer import expr_text
+from . import bound as B
+
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
+
+
+class _Infinity:
+    """The ends of unbounded intervals: ``pos_inf`` and ``neg_inf``."""
+
+    __slots__ = ("sign",)
+
+    def __init__(self, sign: int):
+        self.sign = sign
+
+    def __repr__(self) -> str:
+        return "pos_inf" if self.sign > 0 else "neg_inf"
+
+    def __neg__(self) -> _Infinity:
+        return neg_inf if self.sign > 0 else pos_inf
+
+
+pos_inf = _Infinity(1)
+neg_inf = _Infinity(-1)
+
+End = E.PrimExpr | _Infinity
+
+
+def _end(x, default: _Infinity) -> End:
+    if x is None or isinstance(x, _Infinity):
+        return default if x is None else x
+    return E.convert(x)
+
+
+class IntervalSet:
+    """The closed interval ``[min_value, max_value]``; an end may be ``neg_inf``/``pos_inf``
+    (``None`` is accepted for either)."""
+
+    __slots__ = ("min_value", "max_value")
+
+    def __init__(self, min_value, max_value):
+        object.__setattr__(self, "min_value", _end(min_value, neg_inf))
+        object.__setattr__(self, "max_value", _end(max_value, pos_inf))
+
+    def __setattr__(self, key, value):
+        raise AttributeError("IntervalSet is immutable")
+
+    @property
+    def min(self) -> End:
+        return self.min_value
+
+    @property
+    def max(self) -> End:
+        return self.max_value
+
+    # ---- constructors -----------------------------------------------------------------
+    @staticmethod
+    def single_point(e) -> IntervalSet:
+        e = E.convert(e)
+        return IntervalSet(e, e)
+
+    @staticmethod
+    def everything() -> IntervalSet:
+        return IntervalSet(neg_inf, pos_inf)
+
+    @staticmethod
+    def interval(lo, hi) -> IntervalSet:
+        return IntervalSet(lo, hi)
+
+    @staticmethod
+    def from_range(r: E.Range, analyzer: Analyzer | None = None) -> IntervalSet:
+        """``[min, min + extent - 1]`` of a Range."""
+        return from_range(r, analyzer)
+
+    # ---- queries ----------------------------------------------------------------------
+    def is_single_point(self) -> bool:
+        a, b = self.min_value, self.max_value
+        if a is b:
+            return not isinstance(a, _Infinity)
+        if isinstance(a, _Infinity) or isinstance(b, _Infinity):
+            return False
+        from ..ir.structural import structural_equal
+
+        return structural_equal(a, b)
+
+    def is_everything(self) -> bool:
+        return self.min_value is neg_inf and self.max_value is pos_inf
+
+    def has_lower_bound(self) -> bool:
+        return self.min_value is not neg_inf
+
+    def has_upper_bound(self) -> bool:
+        return self.max_value is not pos_inf
+
+    def is_finite(self) -> bool:
+        return self.has_lower_bound() and self.has_upper_bound()
+
+    def to_range(self, analyzer: Analyzer | None = None) -> E.Range:
+        """``Range(min, extent = max - min + 1)`` with the extent simplified."""
+        if not self.is_finite():
+            raise ValueError(f"cannot make a Range of the unbounded interval {self}")
+        an = _analyzer(analyzer)
+        ext = an.simplify(E.add(E.sub(self.max_value, self.min_value), 1))
+        return E.Range.from_min_extent(self.min_value, ext)
+
+    def union(self, other: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
+        return union(self, other, analyzer)
+
+    def intersect(self, other: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
+        return intersect(self, other, analyzer)
+
+    def __repr__(self) -> str:
+        def t(x):
+            return repr(x) if isinstance(x, _Infinity) else expr_text(x)
+
+        return f"[{t(self.min_value)}, {t(self.max_value)}]"
+
+
+def _analyzer(analyzer):
+    if analyzer is not None:
+        return analyzer
+    from .analyzer import Analyzer
+
+    return Analyzer()
+
+
+def from_range(r: E.Range, analyzer: Analyzer | None = None) -> IntervalSet:
+    """The interval ``[r.min, r.min + r.extent - 1]`` (simplified)."""
+    an = _analyzer(analyzer)
+    return IntervalSet(r.min, an.simplify(E.sub(E.add(r.min, r.extent), 1)))
+
+
+def union(a: IntervalSet, b: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
+    """The smallest interval holding both (ends simplified)."""
+    an = _analyzer(analyzer)
+    return simplify_set(raw_union(a, b), an)
+
+
+def intersect(a: IntervalSet, b: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
+    """``[max(a.min, b.min), min(a.max, b.max)]`` (ends simplified; may be empty)."""
+    an = _analyzer(analyzer)
+    return simplify_set(IntervalSet(max_end(a.min_value, b.min_value),
+                                    min_end(a.max_value, b.max_value)), an)
+
+
+def simplify_set(s: IntervalSet, an: Analyzer) -> IntervalSet:
+    lo, hi = s.min_value, s.max_value
+    lo = lo if isinstance(lo, _Infinity) else an.simplify(lo)
+    if hi is s.min_value:
+        return IntervalSet(lo, lo)
+    hi = hi if isinstance(hi, _Infinity) else an.simplify(hi)
+    return IntervalSet(lo, hi)
+
+
+# ---- arithmetic on ends (trivially folded, unsimplified) ------------------------------------
+def add_end(x: End, y: End) -> End:
+    if isinstance(x, _Infinity):
+        return x
+    if isinstance(y, _Infinity):
+        return y
+    return E.add(x, y)
+
+
+def neg_end(x: End) -> End:
+    if isinstance(x, _Infinity):
+        return -x
+    return E.sub(E.make_const(0, x.dtype), x)
+
+
+def min_end(x: End, y: End) -> End:
+    if x is neg_inf or y is neg_inf:
+        return neg_inf
+    if x is pos_inf:
+        return y
+    if y is pos_inf:
+        return x
+    return E.emin(x, y)
+
+
+def max_end(x: End, y: End) -> End:
+    if x is pos_inf or y is pos_inf:
+        return pos_inf
+    if x is neg_inf:
+        return y
+    if y is neg_inf:
+        return x
+    return E.emax(x, y)
+
+
+def raw_union(a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    return IntervalSet(min_end(a.min_value, b.min_value), max_end(a.max_value, b.max_value))
+
+
+def _mul_end(x: End, y: End, sx: int, sy: int) -> End:
+    """``x * y`` where ``sx``/``sy`` are the known signs of the finite ends."""
+    if isinstance(x, _Infinity) or isinstance(y, _Infinity):
+        s = (x.sign if isinstance(x, _Infinity) else sx) * \
+            (y.sign if isinstance(y, _Infinity) else sy)
+        return pos_inf if s > 0 else neg_inf
+    return E.mul(x, y)
+
+
+def _div_end(x: End, y: E.PrimExpr, fn) -> End:
+    if isinstance(x, _Infinity):
+        return x
+    return fn(x, y)
+
+
+def _truncdiv(a, b):
+    return E.div(a, b)
+
+
+_BOOL_RANGE = (E.IntImm("bool", 0), E.IntImm("bool", 1))
+
+
+class IntervalEvaluator:
+    """Evaluates the interval of expressions given intervals for some variables.
+
+    Signs of symbolic factors and divisors are decided with the analyzer's constant
+    bounds (so free integer variables count as non-negative when the analyzer assumes so).
+    """
+
+    def __init__(self, analyzer: Analyzer, dom: dict[E.Var, IntervalSet]):
+        self.an = analyzer
+        self.dom = dom
+        self.memo: dict[int, tuple[E.PrimExpr, IntervalSet]] = {}
+
+    def __call__(self, e: E.PrimExpr) -> IntervalSet:
+        hit = self.memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        r = self._eval(e)
+        self.memo[id(e)] = (e, r)
+        return r
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _sign(self, e: End) -> int:
+        """+1 when ``e >= 0`` is known, -1 when ``e <= 0`` is, else 0."""
+        if isinstance(e, _Infinity):
+            return e.sign
+        if not dt.is_integer(e.dtype):
+            if isinstance(e, E.FloatImm):
+                return 1 if e.value >= 0 else -1
+            return 0
+        lo, hi = self.an.const_int_bound(e)
+        if lo is not None and lo >= 0:
+            return 1
+        if hi is not None and hi <= 0:
+            return -1
+        return 0
+
+    def _iv_sign(self, s: IntervalSet) -> int:
+        if self._sign(s.min_value) > 0:
+            return 1
+        if self._sign(s.max_value) < 0:
+            return -1
+        return 0
+
+    @staticmethod
+    def _point(e: E.PrimExpr) -> IntervalSet:
+        return IntervalSet(e, e)
+
+    def _rebuilt_point(self, e, **fields) -> IntervalSet:
+        if all(getattr(e, k) is v for k, v in fields.items()):
+            return self._point(e)
+        return self._point(rebuild(e, **fields))
+
+    def _everything(self, e) -> IntervalSet:
+        if dt.is_bool(e.dtype):
+            return IntervalSet(*_BOOL_RANGE)
+        return IntervalSet.everything()
+
+    # ---- dispatch -------------------------------------------------------------------------
+    def _eval(self, e) -> IntervalSet:  # noqa: C901 - flat type switch
+        if isinstance(e, E.Var):
+            s = self.dom.get(e)
+            return s if s is not None else self._point(e)
+        if isinstance(e, E.IntImm | E.FloatImm | E.StringImm):
+            return self._point(e)
+        t = type(e)
+        handler = _BINARY.get(t)
+        if handler is not None:
+            a, b = self(e.a), self(e.b)
+            if a.is_single_point() and b.is_single_point():
+                return self._rebuilt_point(e, a=a.min_value, b=b.min_value)
+            return handler(self, e, a, b)
+        if isinstance(e, E.CmpOp):
+            a, b = self(e.a), self(e.b)
+            if a.is_single_point() and b.is_single_point():
+                return self._rebuilt_point(e, a=a.min_value, b=b.min_value)
+            return self._compare(e, a, b)
+        if t is E.Not:
+            a = self(e.a)
+            if a.is_single_point():
+                return self._rebuilt_point(e, a=a.min_value)
+            return IntervalSet(*_BOOL_RANGE)
+        if t is E.Select:
+            return self._select(e, e.condition, e.true_value, e.false_value)
+        if t is E.Cast:
+            return self._cast(e)
+        if t is E.Let:
+            v = self(e.value)
+            inner = IntervalEvaluator(self.an, {**self.dom, e.var: v})
+            body = inner(e.body)
+            if v.is_single_point() and body.is_single_point():
+                return self._rebuilt_point(e, value=v.min_value, body=body.min_value)
+            return body
+        if t is E.Call:
+            if e.op == "likely" and len(e.args) == 1:
+                return self(e.args[0])
+            if e.op in ("if_then_else", "tvm_if_then_else") and len(e.args) == 3:
+                return self._select(e, *e.args)
+        if t is E.Broadcast:
+            v = self(e.value)
+            return v if not v.is_single_point() else self._rebuilt_point(e, value=v.min_value)
+        if t is E.Ramp:
+            return self._ramp(e)
+        return self._generic(e)
+
+    def _generic(self, e) -> IntervalSet:
+        """Opaque nodes: a point when every sub-expression is, else everything."""
+        changes = {}
+        for f in e._fields:
+            v = getattr(e, f)
+            if isinstance(v, E.PrimExpr):
+                s = self(v)
+                if not s.is_single_point():
+                    return self._everything(e)
+                changes[f] = s.min_value
+            elif isinstance(v, tuple) and v and all(isinstance(x, E.PrimExpr) for x in v):
+                pts = []
+                for x in v:
+                    s = self(x)
+                    if not s.is_single_point():
+                        return self._everything(e)
+                    pts.append(s.min_value)
+                changes[f] = tuple(pts) if any(p is not x for p, x in zip(pts, v)) else v
+        return self._rebuilt_point(e, **changes)
+
+    # ---- arithmetic -----------------------------------------------------------------------
+    def _add(self, e, a, b):
+        return IntervalSet(add_end(a.min_value, b.min_value), add_end(a.max_value, b.max_value))
+
+    def _sub(self, e, a, b):
+        return IntervalSet(add_end(a.min_value, neg_end(b.max_value)),
+                           add_end(a.max_value, neg_end(b.min_value)))
+
+    def _mul(self, e, a, b):
+        if b.is_single_point():
+            return self._scale(a, b.min_value, e)
+        if a.is_single_point():
+            return self._scale(b, a.min_value, e)
+        ends = (a.min_value, a.max_value, b.min_value, b.max_value)
+        if all(isinstance(x, E.IntImm) for x in ends):
+            c = [x.value * y.value for x in ends[:2] for y in ends[2:]]
+            return IntervalSet(E.IntImm(e.dtype, min(c)), E.IntImm(e.dtype, max(c)))
+        sa, sb = self._iv_sign(a), self._iv_sign(b)
+        if sa == 0 or sb == 0:
+            return self._everything(e)
+        if sa > 0 and sb > 0:
+            lo, hi = (a.min_value, b.min_value), (a.max_value, b.max_value)
+        elif sa > 0:
+            lo, hi = (a.max_value, b.min_value), (a.min_value, b.max_value)
+        elif sb > 0:
+            lo, hi = (a.min_value, b.max_value), (a.max_value, b.min_value)
+        else:
+            lo, hi = (a.max_value, b.max_value), (a.min_value, b.min_value)
+        return IntervalSet(_mul_end(*lo, sa, sb), _mul_end(*hi, sa, sb))
+
+    def _scale(self, a: IntervalSet, k: E.PrimExpr, e) -> IntervalSet:
+        if isinstance(k, E.IntImm) and k.value == 0:
+            return self._point(E.make_const(0, e.dtype))
+        s = self._sign(k)
+        if s == 0:
+            return self._everything(e)
+        lo, hi = (a.min_value, a.max_value) if s > 0 else (a.max_value, a.min_value)
+        return IntervalSet(_mul_end(lo, k, 1, s), _mul_end(hi, k, 1, s))
+
+    def _divide(self, e, a, b, fn, trunc: bool):
+        if b.is_single_point():
+            k = b.min_value
+            if isinstance(k, E.IntImm) and k.value == 0:
+                return self._everything(e)
+            s = self._sign(k)
+            if s == 0:
+                return self._everything(e)
+            lo, hi = (a.min_value, a.max_value) if s > 0 else (a.max_value, a.min_value)
+            return IntervalSet(_div_end(lo, k, fn), _div_end(hi, k, fn))
+        if self._positive(b.min_value):
+            sa = self._iv_sign(a)
+            bmax = b.max_value
+            if sa > 0:
+                lo = E.make_const(0, e.dtype) if bmax is pos_inf else \
+                    _div_end(a.min_value, bmax, fn)
+                return IntervalSet(lo, _div_end(a.max_value, b.min_value, fn))
+            if trunc:
+                return self._everything(e)
+            if sa < 0:
+                hi = E.make_const(0, e.dtype) if bmax is pos_inf else \
+                    _div_end(a.max_value, bmax, fn)
+                return IntervalSet(_div_end(a.min_value, b.min_value, fn), hi)
+            return IntervalSet(_div_end(a.min_value, b.min_value, fn),
+                               _div_end(a.max_value, b.min_value, fn))
+        return self._everything(e)
+
+    def _positive(self, x: End) -> bool:
+        if isinstance(x, _Infinity):
+            return x.sign > 0
+        lo = self.an.const_int_bound(x)[0] if dt.is_integer(x.dtype) else None
+        return lo is not None and lo >= 1
+
+    def _floordiv(self, e, a, b):
+        return self._divide(e, a, b, E.floordiv, False)
+
+    def _truncdiv(self, e, a, b):
+        return self._divide(e, a, b, _truncdiv, True)
+
+    def _floormod(self, e, a, b):
+        return self._modulo(e, a, b, trunc=False)
+
+    def _truncmod(self, e, a, b):
+        return self._modulo(e, a, b, trunc=True)
+
+    def _modulo(self, e, a, b, trunc: bool):
+        zero = E.make_const(0, e.dtype)
+        one = E.make_const(1, e.dtype)
+        sa = self._iv_sign(a)
+        if b.is_single_point():
+            k = b.min_value
+            if isinstance(k, E.IntImm) and k.value > 0 and all(
+                    isinstance(x, E.IntImm) for x in (a.min_value, a.max_value)):
+                lo, hi, c = a.min_value.value, a.max_value.value, k.value
+                if not trunc and lo // c == hi // c:
+                    return IntervalSet(E.IntImm(e.dtype, lo % c), E.IntImm(e.dtype, hi % c))
+            s = self._sign(k)
+            if s == 0:
+                return self._everything(e)
+            top = E.sub(k, one) if s > 0 else E.sub(E.sub(zero, k), one)
+        elif self._positive(b.min_value):
+            if b.max_value is pos_inf:
+                return IntervalSet(zero, pos_inf) if sa > 0 or not trunc else \
+                    self._everything(e)
+            top = E.sub(b.max_value, one)
+        else:
+            return self._everything(e)
+        if trunc:
+            if sa > 0:
+                return IntervalSet(zero, min_end(a.max_value, top))
+            if sa < 0:
+                return IntervalSet(max_end(a.min_value, neg_end(top)), zero)
+            return IntervalSet(neg_end(top), top)
+        if b.is_single_point() and self._sign(b.min_value) < 0:
+            return IntervalSet(E.add(b.min_value, one), zero)
+        if sa > 0:
+            return IntervalSet(zero, min_end(a.max_value, top))
+        return IntervalSet(zero, top)
+
+    def _min(self, e, a, b):
+        return IntervalSet(min_end(a.min_value, b.min_value), min_end(a.max_value, b.max_value))
+
+    def _max(self, e, a, b):
+        return IntervalSet(max_end(a.min_value, b.min_value), max_end(a.max_value, b.max_value))
+
+    # ---- the rest ---------------------------------------------------------------------------
+    def _compare(self, e, a, b) -> IntervalSet:
+        ends = (a.min_value, a.max_value, b.min_value, b.max_value)
+        if all(isinstance(x, E.IntImm) for x in ends):
+            a0, a1, b0, b1 = (x.value for x in ends)
+            verdict = {E.LT: (a1 < b0, a0 >= b1), E.LE: (a1 <= b0, a0 > b1),
+                       E.GT: (a0 > b1, a1 <= b0), E.GE: (a0 >= b1, a1 < b0)}.get(type(e))
+            if verdict is not None and (verdict[0] or verdict[1]):
+                return self._point(E.IntImm(e.dtype, 1 if verdict[0] else 0))
+        return IntervalSet(*_BOOL_RANGE) if e.dtype == "bool" else self._everything(e)
+
+    def _select(self, e, cond, tv, fv) -> IntervalSet:
+        c = self(cond)
+        t, f = self(tv), self(fv)
+        if c.is_single_point() and isinstance(c.min_value, E.IntImm):
+            return t if c.min_value.value else f
+        if c.is_single_point() and t.is_single_point() and f.is_single_point():
+            if isinstance(e, E.Select):
+                return self._rebuilt_point(e, condition=c.min_value, true_value=t.min_value,
+                                           false_value=f.min_value)
+            return self._rebuilt_point(e, args=(c.min_value, t.min_value, f.min_value))
+        return raw_union(t, f)
+
+    def _cast(self, e: E.Cast) -> IntervalSet:
+        v = self(e.value)
+        if v.is_single_point():
+            return self._rebuilt_point(e, value=v.min_value)
+        if not (dt.is_integer(e.dtype) and dt.is_integer(e.value.dtype)):
+            return self._everything(e)
+        target, src = B.dtype_bound(e.dtype), B.dtype_bound(e.value.dtype)
+        widening = B.contains(target, src[0]) and B.contains(target, src[1])
+
+        def conv(x):
+            if isinstance(x, _Infinity):
+                return x
+            if widening or (isinstance(x, E.IntImm) and B.contains(target, x.value)):
+                return E.cast(x, e.dtype)
+            return None
+
+        lo, hi = conv(v.min_value), conv(v.max_value)
+        if lo is None or hi is None:
+            return IntervalSet(E.IntImm(e.dtype, target[0]), E.IntImm(e.dtype, target[1]))
+        return IntervalSet(lo, hi)
+
+    def _ramp(self, e: E.Ramp) -> IntervalSet:
+        base, stride = self(e.base), self(e.stride)
+        if base.is_single_point() and stride.is_single_point():
+            return self._rebuilt_point(e, base=base.min_value, stride=stride.min_value)
+        last = self._add(e, base, self._scale(stride, E.make_const(e.lanes - 1,
+                                                                    e.base.dtype), e.base))
+        return raw_union(base, last)
+
+
+_BINARY = {
+    E.Add: IntervalEvaluator._add, E.Sub: IntervalEvaluator._sub,
+    E.Mul: IntervalEvaluator._mul, E.FloorDiv: IntervalEvaluator._floordiv,
+    E.Div: IntervalEvaluator._truncdiv, E.FloorMod: IntervalEvaluator._floormod,
+    E.Mod: IntervalEvaluator._truncmod, E.Min: IntervalEvaluator._min,
+    E.Max: IntervalEvaluator._max,
+}

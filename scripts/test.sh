@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run kiln's test suite. Usage: bash scripts/test.sh [pytest args ...]
+# From any directory; creates .venv and installs kiln with its [test] extra on first use.
+# Runs on 2 worker processes when pytest-xdist is installed (it is in the test extra).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "test"
+args=(-q)
+if "$PY" -c "import xdist" 2>/dev/null; then
+  args+=(-n 2)
+fi
+exec "$PY" -m pytest "${args[@]}" "$@"
