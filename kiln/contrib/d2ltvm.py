@@ -121,7 +121,7 @@ def broadcast_add(shape1, shape2):
     """
     if len(shape1) != 2 or len(shape2) != 2:
         raise ValueError("broadcast tensors should both be 2-dimension")
-    for d1, d2 in zip(shape1, shape2):
+    for d1, d2 in zip(shape1, shape2, strict=True):
         if not (d1 == d2 or d1 == 1 or d2 == 1):
             raise ValueError(f"tensor shapes do not fit for broadcasting: {shape1}, {shape2}")
     A = te.placeholder(shape1, name="A")
@@ -215,7 +215,7 @@ def depthwise_conv(ic, nh, nw, kh, kw, ph=0, pw=0, sh=1, sw=1):
 
 
 def _min_value(dtype: str):
-    """The smallest value of ``dtype`` as a constant expression (``te.min_value`` if kiln has it)."""
+    """The smallest value of ``dtype`` as a constant (``te.min_value`` where kiln has it)."""
     fn = getattr(te, "min_value", None)
     if fn is not None:
         return fn(dtype)
@@ -284,7 +284,9 @@ def batch_norm(c, n, eps=1e-5):
     M = te.compute(
         (c, n, n), lambda ax0, ax1, ax2: D[ax0, ax1, ax2] * Gamma[ax0, 0, 0], name="T_multiply"
     )
-    Y = te.compute((c, n, n), lambda ax0, ax1, ax2: M[ax0, ax1, ax2] + Beta[ax0, 0, 0], name="T_add")
+    Y = te.compute(
+        (c, n, n), lambda ax0, ax1, ax2: M[ax0, ax1, ax2] + Beta[ax0, 0, 0], name="T_add"
+    )
     return X, Mean, Var, Gamma, Beta, Y
 
 
@@ -303,7 +305,7 @@ def split(stage, axis, factors):
 
 def bind_thread(stage, axes, tags):
     """Bind each axis in ``axes`` to ``te.thread_axis`` of the matching tag in ``tags`` (§5.4)."""
-    for axis, tag in zip(axes, tags):
+    for axis, tag in zip(axes, tags, strict=False):
         stage.bind(axis, te.thread_axis(tag))
 
 
@@ -353,6 +355,11 @@ def _device(target):
     return kiln.device(str(target).split()[0], 0)
 
 
+def _to_device(dev) -> Callable[[np.ndarray], Any]:
+    """A constructor for the data generators that copies an array to ``dev``."""
+    return lambda x: kiln.nd.array(x, dev)
+
+
 def _tvm_workload(mod, dev, args) -> Callable[[int], float]:
     """A workload for :func:`bench_workload` that runs ``mod``'s entry ``nrepeats`` times."""
 
@@ -370,7 +377,7 @@ def bench_vector_add_tvm(func, sizes, target) -> np.ndarray:
         s, (A, B, C) = func(int(n))
         mod = kiln.build(s, [A, B, C], target)
         dev = _device(target)
-        a, b, c = get_abc(int(n), lambda x: kiln.nd.array(x, dev))
+        a, b, c = get_abc(int(n), _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, (a, b, c))))
     return np.asarray(sizes) / 1e9 / np.array(times)
 
@@ -383,7 +390,7 @@ def bench_bcast_add_tvm(func, sizes, target) -> np.ndarray:
         s, (A, B, C) = func(n)
         mod = kiln.build(s, [A, B, C], target)
         dev = _device(target)
-        a, b, c = get_bcast_data((n, 1), (n, n), lambda x: kiln.nd.array(x, dev))
+        a, b, c = get_bcast_data((n, 1), (n, n), _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, (a, b, c))))
     sizes = np.asarray(sizes)
     return sizes * sizes / 1e9 / np.array(times)
@@ -396,7 +403,7 @@ def bench_matmul_tvm(func, sizes, target) -> np.ndarray:
         s, (A, B, C) = func(int(n))
         mod = kiln.build(s, [A, B, C], target)
         dev = _device(target)
-        a, b, c = get_abc((int(n), int(n)), lambda x: kiln.nd.array(x, dev))
+        a, b, c = get_abc((int(n), int(n)), _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, (a, b, c))))
     return 2 * np.asarray(sizes, dtype=np.float64) ** 3 / 1e9 / np.array(times)
 
@@ -410,7 +417,7 @@ def bench_conv_tvm(func, sizes, target) -> np.ndarray:
         s, (X, K, Y) = func(*args)
         mod = kiln.build(s, [X, K, Y], target)
         dev = _device(target)
-        x, w, y = get_conv_data(*args, lambda a: kiln.nd.array(a, dev))
+        x, w, y = get_conv_data(*args, _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, (x, w, y))))
         gflops.append(conv_gflop(*args))
     return np.array(gflops) / np.array(times)
@@ -425,9 +432,7 @@ def bench_depthwise_conv_tvm(func, sizes, target) -> np.ndarray:
         s, (X, K, Y) = func(*args)
         mod = kiln.build(s, [X, K, Y], target)
         dev = _device(target)
-        x, w, y = get_conv_data(
-            args[0], *args, lambda a: kiln.nd.array(a, dev), conv_type="depthwise"
-        )
+        x, w, y = get_conv_data(args[0], *args, _to_device(dev), conv_type="depthwise")
         times.append(bench_workload(_tvm_workload(mod, dev, (x, w, y))))
         gflops.append(conv_gflop(1, *args))
     return np.array(gflops) / np.array(times)
@@ -441,9 +446,7 @@ def bench_pooling_tvm(func, sizes, target) -> np.ndarray:
         sch, args = func(size)
         mod = kiln.build(sch, args, target)
         dev = _device(target)
-        data, _, out = get_conv_data(
-            size[0], size[0], size[1], size[2], 1, 1, lambda a: kiln.nd.array(a, dev)
-        )
+        data, _, out = get_conv_data(size[0], size[0], size[1], size[2], 1, 1, _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, (data, out))))
     return np.array(times)
 
@@ -456,7 +459,7 @@ def bench_bn_tvm(func, sizes, target) -> np.ndarray:
         sch, args = func(size)
         mod = kiln.build(sch, args, target)
         dev = _device(target)
-        arrays = get_bn_data(size[0], size[1], lambda a: kiln.nd.array(a, dev))
+        arrays = get_bn_data(size[0], size[1], _to_device(dev))
         times.append(bench_workload(_tvm_workload(mod, dev, arrays)))
     return np.array(times)
 
@@ -474,8 +477,20 @@ def _use_svg() -> None:
         pass
 
 
-def plot(X, Y, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
-         xscale="linear", yscale="linear", fmts=None, figsize=(4.5, 3), axes=None):
+def plot(
+    X,
+    Y,
+    xlabel=None,
+    ylabel=None,
+    legend=None,
+    xlim=None,
+    ylim=None,
+    xscale="linear",
+    yscale="linear",
+    fmts=None,
+    figsize=(4.5, 3),
+    axes=None,
+):
     """Plot one or several lines of ``Y`` against ``X`` on the current matplotlib axes (§4.3).
 
     ``Y`` is one sequence or a list of them; ``X`` is shared or one per line, and a line shorter
@@ -489,7 +504,7 @@ def plot(X, Y, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
     ys = [Y] if np.ndim(Y[0]) == 0 else list(Y)
     xs = [X] * len(ys) if np.ndim(X[0]) == 0 else list(X)
     fmts = fmts or ["-"] * len(ys)
-    for x, y, fmt in zip(xs, ys, fmts):
+    for x, y, fmt in zip(xs, ys, fmts, strict=False):
         y = np.asarray(y)
         axes.plot(np.asarray(x)[: len(y)], y, fmt)  # a shorter line covers the first x values
     axes.set_xlabel(xlabel)
@@ -506,8 +521,16 @@ def plot(X, Y, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
 
 def plot_gflops(sizes, gflops, legend, xlabel="Size"):
     """Log-log plot of GFLOPS lines against ``sizes``; the last line solid, the others dashed."""
-    return plot(sizes, gflops, xlabel=xlabel, ylabel="GFLOPS", xscale="log", yscale="log",
-                legend=legend, fmts=["--"] * (len(gflops) - 1) + ["-"])
+    return plot(
+        sizes,
+        gflops,
+        xlabel=xlabel,
+        ylabel="GFLOPS",
+        xscale="log",
+        yscale="log",
+        legend=legend,
+        fmts=["--"] * (len(gflops) - 1) + ["-"],
+    )
 
 
 # ---------------------------------------------------------------- MXNet replacements (numpy)
@@ -579,6 +602,7 @@ def get_bn_data_mxnet(c, n, ctx="cpu"):
 def batch_norm_mxnet(data, mean, var, gamma, beta, out, eps=1e-5):
     """numpy stand-in for MXNet's inference batch norm (global statistics, gamma used) on NCHW
     ``data`` with per-channel parameters. Writes ``out``."""
+
     def chan(x):
         return np.asarray(x, np.float64).reshape(-1, 1, 1)
 

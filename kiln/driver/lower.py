@@ -70,6 +70,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     """Run the whole pipeline on one schedule and return the lowered PrimFunc."""
     if debug is None:
         debug = bool(os.environ.get("KILN_DEBUG"))
+    args = [_current_tensor(sch, a) for a in args]
     params, buffer_map, tensor_buffers = _arg_buffers(args, binds)
     _check_inputs_are_args(sch, tensor_buffers)
     analyzer = Analyzer()
@@ -86,6 +87,15 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     func = PrimFunc(params, buffer_map, stmt, name)
     _check_free_vars(func)
     return func
+
+
+def _current_tensor(sch: Schedule, arg):
+    """The tensor that stands for ``arg`` now (cache_write and friends replace operations)."""
+    if isinstance(arg, Tensor) and not isinstance(arg.op, PlaceholderOp):
+        st = sch.stage_map.get(arg.op)
+        if st is not None and st.op is not arg.op:
+            return st.op.output(arg.value_index)
+    return arg
 
 
 def _check_inputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:

@@ -22,7 +22,7 @@ from kiln.ir.stmt import (
 
 from .bound import compute_stages
 from .relations import leaf_values, pass_up
-from .schedule import Schedule, Stage
+from .schedule import Schedule, Split, Stage
 
 _KIND = {"": ForKind.SERIAL, "parallel": ForKind.PARALLEL, "vectorize": ForKind.VECTORIZED,
          "unroll": ForKind.UNROLLED}
@@ -146,6 +146,10 @@ class _Builder:
     def _guard(self, st: Stage, body: Stmt, values, roots: list[IterVar], leaves) -> Stmt:
         """Wrap ``body`` in ``if (likely(v < bound))`` where a root axis may overrun."""
         conds: list[PrimExpr] = []
+        kinds = {iv.iter_type for iv in roots}
+        # a split of a split can overrun its parent even when the root stays in range
+        roots = roots + [rel.parent for rel in st.relations if isinstance(rel, Split)
+                         and rel.parent not in roots and rel.parent.iter_type in kinds]
         an = Analyzer()
         for iv in leaves:
             an.bind(iv.var, Range.from_min_extent(0, self.ranges[iv].extent))

@@ -112,7 +112,11 @@ def test_run_script_with_as_tvm(tmp_path, kiln_env):
     script.write_text(CLASSIC_SCRIPT)
     proc = subprocess.run(
         [sys.executable, "-m", "kiln.as_tvm", str(script), "x", "--y"],
-        cwd=tmp_path, env=kiln_env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=kiln_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "argv: ['x', '--y']" in proc.stdout
@@ -123,7 +127,11 @@ def test_run_code_and_exit_status(tmp_path, kiln_env):
     """`-c` works, the script's exit status is kept, and a missing file is an error."""
     run = lambda *args: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "kiln.as_tvm", *args],
-        cwd=tmp_path, env=kiln_env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=kiln_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     ok = run("-c", "import tvm, d2ltvm, kiln; assert tvm is kiln; print('C-OK')")
     assert ok.returncode == 0, ok.stderr

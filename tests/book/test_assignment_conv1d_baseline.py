@@ -81,8 +81,7 @@ def test_conv1d_te_spelling():
         B = te.compute(
             (M + N - 1,),
             lambda n: te.sum(
-                te.if_then_else(te.any(k < 0, k >= M, n - k < 0, n - k >= N), 0.0,
-                                A[k] * W[n - k]),
+                te.if_then_else(te.any(k < 0, k >= M, n - k < 0, n - k >= N), 0.0, A[k] * W[n - k]),
                 axis=k,
             ),
             name="B",

@@ -128,7 +128,11 @@ def test_export_and_load(mod, tmp_path, kiln_env, fname):
 
     proc = subprocess.run(
         [sys.executable, "-c", LOAD_AND_RUN, str(path)],
-        cwd=tmp_path, env=kiln_env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=kiln_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "LOADED-OK" in proc.stdout

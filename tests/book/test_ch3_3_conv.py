@@ -48,9 +48,7 @@ def test_padding_with_value_and_distinct_data():
     a = np.arange(18, dtype="float32").reshape((3, 2, 3))
     b = tvm.nd.array(np.empty((3, 6, 5), dtype="float32"))
     mod(tvm.nd.array(a), b)
-    np.testing.assert_equal(
-        b.asnumpy(), np.pad(a, ((0, 0), (2, 2), (1, 1)), constant_values=-7.0)
-    )
+    np.testing.assert_equal(b.asnumpy(), np.pad(a, ((0, 0), (2, 2), (1, 1)), constant_values=-7.0))
 
 
 def test_padding_needs_two_dims():
@@ -58,8 +56,10 @@ def test_padding_needs_two_dims():
         d2ltvm.padding(te.placeholder((5,)), 1, 1)
 
 
-@pytest.mark.parametrize("n, k, p, s, expected", [(12, 3, 1, 1, 12), (5, 3, 0, 1, 3),
-                                                 (3, 2, 1, 3, 2), (3, 2, 1, 2, 2), (7, 3, 1, 2, 4)])
+@pytest.mark.parametrize(
+    "n, k, p, s, expected",
+    [(12, 3, 1, 1, 12), (5, 3, 0, 1, 3), (3, 2, 1, 3, 2), (3, 2, 1, 2, 2), (7, 3, 1, 2, 4)],
+)
 def test_conv_out_size(n, k, p, s, expected):
     assert d2ltvm.conv_out_size(n, k, p, s) == expected
 
@@ -94,8 +94,10 @@ def test_book_conv(lower_text):
     np.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("oc, ic, n, k, p, s", [(2, 3, 9, 3, 1, 2), (3, 2, 8, 5, 2, 1),
-                                                (2, 2, 7, 3, 0, 1), (1, 4, 10, 1, 0, 3)])
+@pytest.mark.parametrize(
+    "oc, ic, n, k, p, s",
+    [(2, 3, 9, 3, 1, 2), (3, 2, 8, 5, 2, 1), (2, 2, 7, 3, 0, 1), (1, 4, 10, 1, 0, 3)],
+)
 def test_conv_variants(oc, ic, n, k, p, s):
     """Strides, wider padding, and no padding (then PaddedX is X itself)."""
     X, K, Y, PaddedX = d2ltvm.conv(oc, ic, n, n, k, k, p, p, s, s)

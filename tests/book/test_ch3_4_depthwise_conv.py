@@ -19,7 +19,7 @@ def depthwise_reference(data: np.ndarray, weight: np.ndarray, p: int, s: int) ->
     padded = np.pad(data.astype(np.float64), ((0, 0), (p, p), (p, p)))
     out = [
         signal.correlate2d(x, w[0].astype(np.float64), mode="valid")
-        for x, w in zip(padded, weight)
+        for x, w in zip(padded, weight, strict=True)
     ]
     return np.stack(out)[:, ::s, ::s]
 

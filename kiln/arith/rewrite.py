@@ -1,0 +1,485 @@
+"""The expression simplifier: bottom-up rewriting with an Analyzer's facts.
+
+Integer ``+ - *`` go through the linear canonical form (``linear.py``); division and
+modulo rules live in ``divmod.py``; everything else is a small set of local rules:
+constant folding, provable ``min``/``max``/comparisons, logic with constants, ``select``
+with constant conditions, cast folding. Floating point is only folded where the result is
+exactly what IEEE arithmetic would give (``x*1.0 -> x`` but not ``x*0.0 -> 0``).
+"""
+
+from __future__ import annotations
+
+import math
+from math import gcd
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..ir.functor import rebuild
+from . import divmod as DM
+from .bound import is_int_scalar, wrap_int
+from .linear import Lin, render
+
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
+
+_FLIP = {E.LT: E.GT, E.LE: E.GE, E.GT: E.LT, E.GE: E.LE}
+_NEGATE = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}
+_IMM = (E.IntImm, E.FloatImm)
+
+
+def _true(dtype: str = "bool") -> E.IntImm:
+    return E.IntImm(dtype, 1)
+
+
+def _false(dtype: str = "bool") -> E.IntImm:
+    return E.IntImm(dtype, 0)
+
+
+def fold_float(value: float, dtype: str) -> E.FloatImm:
+    """A float constant rounded to the precision of ``dtype``."""
+    d = dt.parse(dtype)
+    if d.bits in (16, 32) and math.isfinite(value):
+        with np.errstate(over="ignore"):
+            value = float(np.float16(value) if d.bits == 16 else np.float32(value))
+    return E.FloatImm(dtype, value)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _trunc_mod(a: int, b: int) -> int:
+    return a - b * _trunc_div(a, b)
+
+
+_INT_FOLD = {
+    E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+    E.Div: lambda a, b: _trunc_div(a, b) if b else None,
+    E.Mod: lambda a, b: _trunc_mod(a, b) if b else None,
+    E.FloorDiv: lambda a, b: a // b if b else None,
+    E.FloorMod: lambda a, b: a % b if b else None,
+    E.Min: min, E.Max: max,
+}
+_FLOAT_FOLD = {
+    E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+    E.Div: lambda a, b: a / b if b else None,
+    E.FloorDiv: lambda a, b: float(math.floor(a / b)) if b else None,
+    E.Min: lambda a, b: None if math.isnan(a) or math.isnan(b) else min(a, b),
+    E.Max: lambda a, b: None if math.isnan(a) or math.isnan(b) else max(a, b),
+}
+_CMP_FOLD = {
+    E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
+    E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b,
+}
+
+
+def fold_binary(e, a, b):
+    """Fold ``type(e)(a, b)`` of two constants, or None."""
+    if isinstance(a, E.IntImm) and isinstance(b, E.IntImm) and dt.is_integer(e.dtype):
+        fn = _INT_FOLD.get(type(e))
+        v = fn(a.value, b.value) if fn else None
+        return None if v is None else E.IntImm(e.dtype, v)
+    if isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm):
+        fn = _FLOAT_FOLD.get(type(e))
+        v = fn(a.value, b.value) if fn else None
+        return None if v is None else fold_float(v, e.dtype)
+    return None
+
+
+class Rewriter:
+    """Simplifies expressions bottom-up; ``cache`` memoizes results per Analyzer state."""
+
+    def __init__(self, analyzer: Analyzer):
+        self.an = analyzer
+        self.cache: dict[int, tuple[E.PrimExpr, E.PrimExpr]] = {}
+        self._dispatch: dict[type, object] = {}
+        self._table = {
+            E.Var: self._var, E.IntImm: self._leaf, E.FloatImm: self._leaf,
+            E.StringImm: self._leaf, E.Add: self._arith, E.Sub: self._arith,
+            E.Mul: self._arith, E.Div: self._division, E.Mod: self._division,
+            E.FloorDiv: self._division, E.FloorMod: self._division, E.Min: self._minmax,
+            E.Max: self._minmax, E.EQ: self._cmp, E.NE: self._cmp, E.LT: self._cmp,
+            E.LE: self._cmp, E.GT: self._cmp, E.GE: self._cmp, E.And: self._logic,
+            E.Or: self._logic, E.Not: self._not, E.Select: self._select, E.Cast: self._cast,
+            E.Let: self._let, E.Call: self._call, E.Reduce: self._reduce,
+            E.Broadcast: self._generic, E.Ramp: self._generic,
+        }
+
+    def __call__(self, e: E.PrimExpr) -> E.PrimExpr:
+        hit = self.cache.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        fn = self._dispatch.get(type(e))
+        if fn is None:
+            fn = next((self._table[c] for c in type(e).__mro__ if c in self._table),
+                      self._generic)
+            self._dispatch[type(e)] = fn
+        r = fn(e)
+        if len(self.cache) > 100_000:
+            self.cache.clear()
+        self.cache[id(e)] = (e, r)
+        return r
+
+    # ---- helpers --------------------------------------------------------------------------
+    @staticmethod
+    def rebuilt(e, **fields):
+        """``e`` itself when no field changed, else a copy with the new fields."""
+        if all(getattr(e, k) is v for k, v in fields.items()):
+            return e
+        return rebuild(e, **fields)
+
+    def emit(self, lin: Lin, base: E.PrimExpr) -> E.PrimExpr:
+        """Render ``lin``; return ``base`` instead when it is the same expression."""
+        out = render(lin)
+        if self.an.keys(out) == self.an.keys(base):
+            out = base
+        self.an.remember_lin(out, lin)
+        return out
+
+    def same(self, a, b) -> bool:
+        return a is b or self.an.keys(a) == self.an.keys(b)
+
+    # ---- leaves ---------------------------------------------------------------------------
+    def _leaf(self, e):
+        return e
+
+    def _var(self, e):
+        if is_int_scalar(e.dtype):
+            lo, hi = self.an.const_int_bound(e)
+            if lo is not None and lo == hi:
+                return E.IntImm(e.dtype, lo)
+        return e
+
+    def _generic(self, e):
+        changes = {}
+        for f in e._fields:
+            v = getattr(e, f)
+            if isinstance(v, E.PrimExpr):
+                changes[f] = self(v)
+            elif isinstance(v, tuple) and v and all(isinstance(x, E.PrimExpr) for x in v):
+                nv = tuple(self(x) for x in v)
+                changes[f] = v if all(x is y for x, y in zip(nv, v)) else nv
+        out = self.rebuilt(e, **changes)
+        if isinstance(out, E.Broadcast | E.Ramp):
+            return self._vector_leaf(out)
+        return out
+
+    # ---- + - * ------------------------------------------------------------------------------
+    def _arith(self, e):
+        a, b = self(e.a), self(e.b)
+        folded = fold_binary(e, a, b)
+        if folded is not None:
+            return folded
+        base = self.rebuilt(e, a=a, b=b)
+        if is_int_scalar(e.dtype):
+            la, lb = self.an.to_lin(a), self.an.to_lin(b)
+            t = type(e)
+            if t is E.Add:
+                lin = la.add(lb)
+            elif t is E.Sub:
+                lin = la.sub(lb)
+            else:
+                lin = la.mul(lb)
+                if lin is None:
+                    return base
+            if t is not E.Mul:
+                lin = DM.merge_divmod(self, lin)
+            return self.emit(lin, base)
+        if dt.is_float(e.dtype) and dt.lanes(e.dtype) == 1:
+            return self._float_identity(base, a, b)
+        if dt.lanes(e.dtype) > 1:
+            return self._vector_arith(base, a, b)
+        return base
+
+    def _float_identity(self, e, a, b):
+        t = type(e)
+        one_b = isinstance(b, E.FloatImm) and b.value == 1.0
+        if t is E.Mul and one_b:
+            return a
+        if t is E.Mul and isinstance(a, E.FloatImm) and a.value == 1.0:
+            return b
+        if t is E.Div and one_b:
+            return a
+        if t is E.Sub and isinstance(b, E.FloatImm) and b.value == 0.0 and \
+                math.copysign(1.0, b.value) > 0:
+            return a
+        return e
+
+    def _vector_arith(self, e, a, b):
+        """Broadcast/Ramp algebra: ``x4(a) + x4(b) -> x4(a + b)``, ``ramp + x4(c)``..."""
+        t = type(e)
+        if isinstance(a, E.Broadcast) and isinstance(b, E.Broadcast):
+            return E.Broadcast(self(t(a.value, b.value)), a.lanes)
+        if t in (E.Add, E.Sub):
+            if isinstance(a, E.Ramp) and isinstance(b, E.Broadcast):
+                return E.Ramp(self(t(a.base, b.value)), a.stride, a.lanes)
+            if isinstance(a, E.Broadcast) and isinstance(b, E.Ramp):
+                stride = b.stride if t is E.Add else self(E.Sub(_zero(b.stride), b.stride))
+                return E.Ramp(self(t(a.value, b.base)), stride, b.lanes)
+            if isinstance(a, E.Ramp) and isinstance(b, E.Ramp) and a.lanes == b.lanes:
+                return E.Ramp(self(t(a.base, b.base)), self(t(a.stride, b.stride)), a.lanes)
+        if t is E.Mul:
+            if isinstance(a, E.Broadcast) and isinstance(b, E.Ramp):
+                a, b = b, a
+            if isinstance(a, E.Ramp) and isinstance(b, E.Broadcast):
+                return E.Ramp(self(E.Mul(a.base, b.value)), self(E.Mul(a.stride, b.value)),
+                              a.lanes)
+        return e
+
+    def _vector_leaf(self, e):
+        if isinstance(e, E.Ramp) and isinstance(e.stride, E.IntImm) and e.stride.value == 0:
+            return E.Broadcast(e.base, e.lanes)
+        return e
+
+    # ---- division ------------------------------------------------------------------------------
+    def _division(self, e):
+        a, b = self(e.a), self(e.b)
+        folded = fold_binary(e, a, b)
+        if folded is not None:
+            return folded
+        base = self.rebuilt(e, a=a, b=b)
+        if is_int_scalar(e.dtype):
+            return DM.simplify_division(self, base)
+        if dt.is_float(e.dtype) and type(e) is E.Div:
+            return self._float_identity(base, a, b)
+        if dt.lanes(e.dtype) > 1 and isinstance(a, E.Broadcast) and \
+                isinstance(b, E.Broadcast):
+            return E.Broadcast(self(type(e)(a.value, b.value)), a.lanes)
+        return base
+
+    # ---- min / max ------------------------------------------------------------------------------
+    def _minmax(self, e):
+        a, b = self(e.a), self(e.b)
+        folded = fold_binary(e, a, b)
+        if folded is not None:
+            return folded
+        if self.same(a, b):
+            return a
+        is_min = type(e) is E.Min
+        base = self.rebuilt(e, a=a, b=b)
+        other = E.Max if is_min else E.Min
+        # min(x, max(x, y)) -> x, max(x, min(x, y)) -> x
+        for x, y in ((a, b), (b, a)):
+            if type(y) is other and (self.same(y.a, x) or self.same(y.b, x)):
+                return x
+        if not is_int_scalar(e.dtype):
+            return base
+        d = self.an.to_lin(a).sub(self.an.to_lin(b))
+        lo, hi = self.an.diff_bound(
+            d, lambda bd: (bd[1] is not None and bd[1] <= 0) or (bd[0] is not None and bd[0] >= 0))
+        if hi is not None and hi <= 0:
+            return a if is_min else b
+        if lo is not None and lo >= 0:
+            return b if is_min else a
+        # min(min(x, c1), c2) -> min(x, min(c1, c2))
+        if type(a) is type(e) and isinstance(a.b, E.IntImm) and isinstance(b, E.IntImm):
+            c = min(a.b.value, b.value) if is_min else max(a.b.value, b.value)
+            return self(type(e)(a.a, E.IntImm(e.dtype, c)))
+        return base
+
+    # ---- comparisons ------------------------------------------------------------------------------
+    def _cmp(self, e):
+        a, b = self(e.a), self(e.b)
+        t = type(e)
+        if isinstance(a, _IMM) and isinstance(b, _IMM):
+            return E.IntImm(e.dtype, int(_CMP_FOLD[t](a.value, b.value)))
+        base = self.rebuilt(e, a=a, b=b)
+        if not is_int_scalar(a.dtype):
+            return base
+        known = self.an.fact(base)
+        if known is not None:
+            return E.IntImm(e.dtype, int(known))
+        la, lb = self.an.to_lin(a), self.an.to_lin(b)
+        d = la.sub(lb)
+        verdict = self._decide(t, d)
+        if verdict is not None:
+            return E.IntImm(e.dtype, int(verdict))
+        g = 0
+        for c in d.coeffs():
+            g = gcd(g, c)
+        cancelled = len(d.terms) < len(la.terms) + len(lb.terms)
+        both_const = (la.const != 0 or la.is_const()) and (lb.const != 0 or lb.is_const())
+        if not (cancelled or both_const or g > 1):
+            return base
+        out = self._normal_cmp(t, d, g, e.dtype)
+        if isinstance(out, E.IntImm):
+            return out
+        known = self.an.fact(out)
+        if known is not None:
+            return E.IntImm(e.dtype, int(known))
+        return out if not self.same(out, base) else base
+
+    def _decide(self, t, d: Lin) -> bool | None:
+        """Truth of ``d OP 0`` when the bounds of ``d`` decide it."""
+        if d.is_const():
+            return _CMP_FOLD[t](d.const, 0)
+        if t in (E.EQ, E.NE):
+            g = 0
+            for c in d.coeffs():
+                g = gcd(g, c)
+            if d.const % g:  # g*Y + const never hits zero
+                return t is E.NE
+
+        def decided(bd):
+            return self._verdict(t, bd) is not None
+
+        return self._verdict(t, self.an.diff_bound(d, decided))
+
+    @staticmethod
+    def _verdict(t, bd) -> bool | None:
+        lo, hi = bd
+        le = (lambda k: hi is not None and hi <= k)
+        ge = (lambda k: lo is not None and lo >= k)
+        if t is E.LT:
+            return True if le(-1) else False if ge(0) else None
+        if t is E.LE:
+            return True if le(0) else False if ge(1) else None
+        if t is E.GT:
+            return True if ge(1) else False if le(0) else None
+        if t is E.GE:
+            return True if ge(0) else False if le(-1) else None
+        if lo is not None and lo == hi == 0:
+            return t is E.EQ
+        if ge(1) or le(-1):
+            return t is E.NE
+        return None
+
+    def _normal_cmp(self, t, d: Lin, g: int, dtype: str):
+        """``T OP k`` with the terms ``T`` of ``d`` (divided by their gcd) and a constant."""
+        k = -d.const  # d OP 0  <=>  T OP k
+        terms = d.terms
+        if g > 1:
+            if t in (E.EQ, E.NE):
+                if k % g:
+                    return E.IntImm(dtype, int(t is E.NE))
+                k //= g
+            elif t is E.LT:
+                k = (k - 1) // g + 1
+            elif t is E.LE:
+                k = k // g
+            elif t is E.GT:
+                k = -((-(k + 1)) // g) - 1
+            else:  # GE
+                k = -((-k) // g)
+            terms = {m: (c // g, a) for m, (c, a) in terms.items()}
+        if not any(c > 0 for c, _ in terms.values()):
+            terms = {m: (-c, a) for m, (c, a) in terms.items()}
+            k = -k
+            t = _FLIP.get(t, t)
+        pos = Lin(d.dtype, {m: v for m, v in terms.items() if v[0] > 0})
+        neg = Lin(d.dtype, {m: (-v[0], v[1]) for m, v in terms.items() if v[0] < 0}, k)
+        left, right = render(pos), render(neg)
+        self.an.remember_lin(left, pos)
+        self.an.remember_lin(right, neg)
+        return t(left, right)
+
+    # ---- logic ------------------------------------------------------------------------------
+    def _logic(self, e):
+        a, b = self(e.a), self(e.b)
+        is_and = type(e) is E.And
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, E.IntImm):
+                return y if bool(x.value) == is_and else x
+        if self.same(a, b):
+            return a
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, E.Not) and self.same(y.a, x):
+                return _false(e.dtype) if is_and else _true(e.dtype)
+        base = self.rebuilt(e, a=a, b=b)
+        known = self.an.fact(base)
+        if known is not None:
+            return E.IntImm(e.dtype, int(known))
+        return base
+
+    def _not(self, e):
+        a = self(e.a)
+        if isinstance(a, E.IntImm):
+            return E.IntImm(e.dtype, int(not a.value))
+        if isinstance(a, E.Not):
+            return a.a
+        neg = _NEGATE.get(type(a))
+        if neg is not None and (type(a) in (E.EQ, E.NE) or dt.is_integer(a.a.dtype)):
+            return self(neg(a.a, a.b))
+        return self.rebuilt(e, a=a)
+
+    # ---- select / cast / let / call ----------------------------------------------------------------
+    def _select(self, e):
+        c = self(e.condition)
+        if isinstance(c, E.IntImm):
+            return self(e.true_value if c.value else e.false_value)
+        tv, fv = self(e.true_value), self(e.false_value)
+        if self.same(tv, fv):
+            return tv
+        return self.rebuilt(e, condition=c, true_value=tv, false_value=fv)
+
+    def _cast(self, e):
+        v = self(e.value)
+        if v.dtype == e.dtype:
+            return v
+        if isinstance(v, _IMM) and dt.lanes(e.dtype) == 1:
+            out = _fold_cast(v, e.dtype)
+            if out is not None:
+                return out
+        if isinstance(v, E.Cast) and dt.is_integer(e.dtype) and v.value.dtype == e.dtype and \
+                dt.is_integer(v.dtype) and not dt.is_bool(e.dtype) and \
+                not dt.is_bool(v.dtype) and dt.bits(v.dtype) >= dt.bits(e.dtype):
+            return v.value  # int32(int64(x)) -> x
+        if isinstance(v, E.Broadcast):
+            return E.Broadcast(self(E.Cast(dt.element_of(e.dtype), v.value)), v.lanes)
+        return self.rebuilt(e, value=v)
+
+    def _let(self, e):
+        value = self(e.value)
+        if isinstance(value, _IMM | E.Var):
+            from ..ir.functor import substitute
+
+            return self(substitute(e.body, {e.var: value}))
+        with self.an.scope():
+            self.an.bind(e.var, value)
+            body = self(e.body)
+        from ..ir.functor import collect_vars
+
+        if e.var not in collect_vars(body):
+            return body
+        return self.rebuilt(e, value=value, body=body)
+
+    def _call(self, e):
+        if e.op == "likely" and len(e.args) == 1:
+            c = self(e.args[0])
+            if isinstance(c, E.IntImm):
+                return c  # likely() of a known condition is that condition
+            return e if c is e.args[0] else self.rebuilt(e, args=(c,))
+        if e.op in ("if_then_else", "tvm_if_then_else") and len(e.args) == 3:
+            c = self(e.args[0])
+            if isinstance(c, E.IntImm):
+                return self(e.args[1] if c.value else e.args[2])
+        return self._generic(e)
+
+    def _reduce(self, e):
+        with self.an.scope():
+            for iv in e.axis:
+                if isinstance(iv, E.IterVar) and iv.dom is not None:
+                    self.an.bind(iv.var, iv.dom)
+            return self._generic(e)
+
+
+def _zero(like: E.PrimExpr) -> E.PrimExpr:
+    return E.make_const(0, like.dtype)
+
+
+def _fold_cast(v, dtype: str):
+    d = dt.parse(dtype)
+    if d.code == "float":
+        return fold_float(float(v.value), dtype)
+    if d.code in ("int", "uint", "bool"):
+        x = v.value
+        if isinstance(v, E.FloatImm):
+            if not math.isfinite(x):
+                return None
+            x = int(x)  # truncation toward zero, as in C
+        return E.IntImm(dtype, wrap_int(x, dtype))
+    return None

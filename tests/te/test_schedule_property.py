@@ -1,0 +1,158 @@
+"""Schedules never change results: random computations under random legal schedules.
+
+Hypothesis draws a computation (elementwise, broadcast, reduction, padding stencil, a two-stage
+pipeline), then a random sequence of legal primitives on its stages, builds it and compares
+with a numpy reference. The example budget is bounded so this runs in CI on every change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kiln
+from kiln import te
+
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("KILN_FUZZ_EXAMPLES", "40")), deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# ---- computations: (tensors, output, intermediate stages, numpy reference) -----------------
+def elementwise(n, m):
+    A = te.placeholder((n, m), name="A")
+    B = te.placeholder((n, m), name="B")
+    T = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="T")
+    C = te.compute((n, m), lambda i, j: T[i, j] + B[i, j], name="C")
+    return [A, B], C, [T], lambda a, b: a * 2 + b
+
+
+def broadcast(n, m):
+    A = te.placeholder((n, 1), name="A")
+    B = te.placeholder((1, m), name="B")
+    C = te.compute((n, m), lambda i, j: A[i, 0] - B[0, j], name="C")
+    return [A, B], C, [], lambda a, b: a - b
+
+
+def reduction(n, m):
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    C = te.compute((n,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="C")
+    return [A], C, [], lambda a: (a * a).sum(axis=1)
+
+
+def matmul(n, m):
+    A = te.placeholder((n, m), name="A")
+    B = te.placeholder((m, n), name="B")
+    k = te.reduce_axis((0, m), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return [A, B], C, [], lambda a, b: a @ b
+
+
+def stencil(n, m):
+    A = te.placeholder((n, m), name="A")
+    P = te.compute((n + 2, m + 2), lambda i, j: te.if_then_else(
+        te.any(i < 1, i >= n + 1, j < 1, j >= m + 1), 0.0, A[i - 1, j - 1]), name="P")
+    C = te.compute((n, m), lambda i, j: P[i, j] + P[i + 1, j + 1] + P[i + 2, j + 2], name="C")
+
+    def ref(a):
+        p = np.pad(a, 1)
+        return p[:n, :m] + p[1:n + 1, 1:m + 1] + p[2:, 2:]
+
+    return [A], C, [P], ref
+
+
+def maxpool_row(n, m):
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, 3), name="k")
+    C = te.compute((n, m - 2), lambda i, j: te.max(A[i, j + k], axis=k), name="C")
+    return [A], C, [], lambda a: np.maximum(np.maximum(a[:, :-2], a[:, 1:-1]), a[:, 2:])
+
+
+KINDS = [elementwise, broadcast, reduction, matmul, stencil, maxpool_row]
+
+
+# ---- random legal schedules ------------------------------------------------------------
+def apply_random_schedule(draw, s, out, inter, log):
+    """Apply random legal primitives; append a line per primitive to ``log``."""
+    stage = s[out]
+    for _ in range(draw(st.integers(0, 4))):
+        leaves = stage.leaf_iter_vars
+        action = draw(st.sampled_from(["split", "split_nparts", "fuse", "reorder", "unroll"]))
+        if action in ("split", "split_nparts"):
+            iv = draw(st.sampled_from(leaves))
+            f = draw(st.integers(1, 9))
+            if action == "split":
+                stage.split(iv, factor=f)
+            else:
+                stage.split(iv, nparts=f)
+            log.append(f"{action}({iv.var.name}, {f})")
+        elif action == "fuse" and len(leaves) >= 2:
+            k = draw(st.integers(0, len(leaves) - 2))
+            a, b = leaves[k], leaves[k + 1]
+            if a.iter_type == b.iter_type:
+                stage.fuse(a, b)
+                log.append(f"fuse({a.var.name}, {b.var.name})")
+        elif action == "reorder" and len(leaves) >= 2:
+            order = draw(st.permutations(leaves))
+            stage.reorder(*order)
+            log.append(f"reorder({', '.join(v.var.name for v in order)})")
+        elif action == "unroll":
+            iv = draw(st.sampled_from(leaves))
+            stage.unroll(iv)
+            log.append(f"unroll({iv.var.name})")
+    data_par = [iv for iv in stage.leaf_iter_vars if iv.iter_type == kiln.IterVar.DataPar]
+    if data_par and draw(st.booleans()):
+        stage.parallel(data_par[0])
+        log.append(f"parallel({data_par[0].var.name})")
+    inner = stage.leaf_iter_vars[-1]
+    if inner.iter_type == kiln.IterVar.DataPar and draw(st.booleans()) and (
+            inner not in stage.iter_var_attrs or not stage.iter_var_attrs[inner].kind):
+        stage.vectorize(inner)
+        log.append(f"vectorize({inner.var.name})")
+    for t in inter:
+        choice = draw(st.sampled_from(["root", "inline", "at"]))
+        if choice == "inline":
+            s[t].compute_inline()
+            log.append(f"{t.name}.compute_inline()")
+        elif choice == "at":
+            iv = draw(st.sampled_from(stage.leaf_iter_vars))
+            s[t].compute_at(stage, iv)
+            log.append(f"{t.name}.compute_at({iv.var.name})")
+
+
+@st.composite
+def scheduled_case(draw):
+    kind = draw(st.sampled_from(KINDS))
+    n, m = draw(st.integers(1, 13)), draw(st.integers(3, 13))
+    inputs, out, inter, ref = kind(n, m)
+    s = te.create_schedule(out.op)
+    log: list[str] = [f"{kind.__name__}({n}, {m})"]
+    apply_random_schedule(draw, s, out, inter, log)
+    return "; ".join(log), s, inputs, out, ref
+
+
+@SETTINGS
+@given(scheduled_case())
+def test_random_schedule_matches_numpy(case):
+    name, s, inputs, out, ref = case
+    mod = kiln.build(s, inputs + [out])
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in inputs]
+    result = kiln.nd.empty([int(d) for d in out.shape], "float32")
+    mod(*[kiln.nd.array(a) for a in arrays], result)
+    np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4,
+                               err_msg=f"{name}\n{kiln.lower(s, inputs + [out])}")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_default_schedule_matches_numpy(kind):
+    inputs, out, _, ref = kind(7, 9)
+    s = te.create_schedule(out.op)
+    mod = kiln.build(s, inputs + [out])
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in inputs]
+    result = kiln.nd.empty([int(d) for d in out.shape], "float32")
+    mod(*[kiln.nd.array(a) for a in arrays], result)
+    np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4)
