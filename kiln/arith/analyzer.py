@@ -205,17 +205,18 @@ class Analyzer:
         e = E.convert(e)
         dom: dict[E.Var, IntervalSet] = {}
         with self.scope():
-            for v, s in (dom_map or {}).items():
-                if isinstance(v, E.IterVar):
-                    v = v.var
+            items = [(v.var if isinstance(v, E.IterVar) else v, s)
+                     for v, s in (dom_map or {}).items()]
+            for v, s in items:
                 if isinstance(s, E.Range):
-                    ext = self.simplify(s.extent)
-                    if not isinstance(ext, E.IntImm):
-                        self.add_constraint(E.GE(ext, E.make_const(1, ext.dtype)))
                     s = IntervalSet(s.min, E.sub(E.add(s.min, s.extent), 1))
                 elif not isinstance(s, IntervalSet):
                     s = IntervalSet.single_point(s)
                 dom[v] = simplify_set(s, self)
+            # The expression is only looked at inside the domain: bind its variables (this
+            # also records non-empty extents) before simplifying it.
+            for v, s in items:
+                self.bind(v, s)
             iv = IntervalEvaluator(self, dom)(self.simplify(e))
             return simplify_set(iv, self)
 

@@ -34,6 +34,8 @@ def simplify_division(rw: Rewriter, e):
     """Simplify an integer FloorDiv/FloorMod/Div/Mod whose children are simplified."""
     a, b = e.a, e.b
     t = type(e)
+    if isinstance(a, E.IntImm) and a.value == 0:
+        return a  # 0 / b == 0 % b == 0 (b != 0 for the program to be defined)
     if isinstance(b, E.IntImm):
         c = b.value
         if c == 1:

@@ -82,6 +82,8 @@ def _zero() -> PrimExpr:
 def _relax(itv: IntervalSet, relax_map: dict[Var, IntervalSet]) -> IntervalSet:
     """Widen an interval until no relaxed variable remains in its bounds."""
     for _ in range(8):
+        if not itv.is_finite():
+            return itv
         vars_in = collect_vars(itv.min_value) | collect_vars(itv.max_value)
         if not any(v in relax_map for v in vars_in):
             return itv
@@ -103,11 +105,11 @@ def _needed_region(st: Stage, consumers: list[Stage], bodies: dict,
         for indices in _reads_of(bodies[c.op], op):
             for d, idx in enumerate(indices):
                 itv = _relax(eval_interval(idx, dom_map), relax_map)
-                per_dim[d] = itv if per_dim[d] is None else IntervalSet.union(per_dim[d], itv)
+                per_dim[d] = itv if per_dim[d] is None else per_dim[d].union(itv)
     region = []
     for d, iv in enumerate(op.axis):
         itv = per_dim[d]
-        if itv is None or not itv.is_bounded():
+        if itv is None or not itv.is_finite():
             region.append(iv.dom)
             continue
         lo = analyzer.simplify(itv.min_value)

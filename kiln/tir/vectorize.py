@@ -4,7 +4,8 @@ The loop variable is replaced by ``ramp(0, 1, n)``; loads at affine indices beco
 loads, scalars meeting vectors become ``xN(...)`` broadcasts, and stores write whole vectors.
 Guarantee: the result computes the same values as the scalar loop. When the body holds
 something this pass cannot express as vectors (an inner loop, a condition on the lane, a
-math call, a non-constant extent), the loop is kept as a scalar loop (as TVM does), which the
+math call, a non-constant extent, a lane count that is not a power of two — the C
+vector extensions need one), the loop is kept as a scalar loop (as TVM does), which the
 C compiler may still vectorize.
 """
 
@@ -138,6 +139,7 @@ class _Pass(Mutator):
             return node if body is node.body else rebuild(node, body=body)
         ext = node.extent
         if (isinstance(ext, E.IntImm) and 1 < ext.value <= _MAX_LANES
+                and ext.value & (ext.value - 1) == 0
                 and isinstance(node.min, E.IntImm) and node.min.value == 0
                 and _stores_in_order_safe(body)):
             try:

@@ -1,0 +1,24 @@
+"""kiln's benchmark suites.
+
+Each suite is a module with ``NAME``, ``DESCRIPTION``, ``run(quick=..., out_dir=...,
+profile=...)`` (writes ``results/<NAME>.json`` and ``results/<NAME>.md``, returns the
+markdown) and ``main(argv)``. Register a new suite by adding it to ``SUITES``; run them all
+with ``python -m benchmarks`` (or ``python benchmarks/run.py``). See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# suite name -> module implementing it, in the order `python -m benchmarks` runs them
+SUITES: dict[str, str] = {
+    "foundation": "benchmarks.foundation",
+}
+
+
+def get_suite(name: str) -> ModuleType:
+    """The module of suite ``name``; KeyError if there is none."""
+    if name not in SUITES:
+        raise KeyError(f"unknown benchmark suite {name!r} (known: {', '.join(SUITES)})")
+    return importlib.import_module(SUITES[name])

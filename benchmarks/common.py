@@ -1,0 +1,480 @@
+"""Shared pieces of the benchmark suites: timing, machine description, memory, reports.
+
+Timing follows *Dive into Deep Learning Compiler* (§4.2): warm the workload up, run it enough
+times that one measurement lasts long enough to be trusted, and summarise repeated
+measurements by their median. kiln and its reference (numpy, ...) are measured in the same
+process with their repeats interleaved (kiln, numpy, kiln, numpy, ...), so a change in machine
+load during the run affects both alike.
+
+Nothing here asserts anything about timings: the suites measure and report, nothing fails.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import timeit
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "results"
+
+# ---------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------
+
+
+def bench_workload(workload: Callable[[int], float], min_time: float = 1.0) -> float:
+    """Seconds per run of ``workload``, the book's way (d2ltvm.bench_workload, §4.2).
+
+    ``workload(k)`` runs the work ``k`` times and returns the total seconds (e.g. the
+    ``timeit`` method of a ``timeit.Timer``). One warm-up run, one run to estimate the cost,
+    then enough runs to last at least ``min_time`` seconds (and at least 5); returns their
+    mean. The book uses ``min_time=1.0``.
+    """
+    workload(1)  # warm-up
+    once = workload(1)
+    if once > min_time:
+        return once
+    runs = max(int(min_time / max(once, 1e-9)), 5)
+    return workload(runs) / runs
+
+
+@dataclass
+class Timing:
+    """Repeated measurements of one workload: seconds per call, one entry per repeat."""
+
+    results: list[float]
+    number: int  # calls per measurement
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "median_s": self.median,
+            "mean_s": self.mean,
+            "min_s": self.min,
+            "max_s": max(self.results),
+            "repeat": len(self.results),
+            "number": self.number,
+            "results_s": self.results,
+        }
+
+
+def _timer(stmt: str | Callable[[], Any], env: Mapping[str, Any] | None) -> timeit.Timer:
+    return timeit.Timer(stmt, globals=dict(env or {}))
+
+
+def calls_for(timer: timeit.Timer, min_time: float) -> int:
+    """How many calls make one measurement last at least ``min_time`` seconds."""
+    number = 1
+    while True:
+        elapsed = timer.timeit(number)
+        if elapsed >= min_time:
+            return number
+        if elapsed <= 0:
+            number *= 10
+        else:
+            number = max(number + 1, int(number * min(10.0, 1.2 * min_time / elapsed)))
+
+
+def interleaved(
+    candidates: Mapping[str, str | Callable[[], Any]],
+    env: Mapping[str, Any] | None = None,
+    *,
+    repeat: int = 15,
+    min_time: float = 0.05,
+    warmup: int = 3,
+) -> dict[str, Timing]:
+    """Time several workloads with their repeats interleaved, in this process.
+
+    ``candidates`` maps a name to a statement (a string run with ``env`` as its globals, as
+    with ``timeit``, so only the statement itself is timed) or a callable. Each is warmed up
+    with ``warmup`` calls; then its number of calls per measurement is chosen so that one
+    measurement lasts at least ``min_time`` seconds; then ``repeat`` rounds each measure every
+    candidate once, in an order rotated from round to round. Returns seconds per call.
+    """
+    timers = {name: _timer(stmt, env) for name, stmt in candidates.items()}
+    for t in timers.values():
+        t.timeit(warmup)
+    numbers = {name: calls_for(t, min_time) for name, t in timers.items()}
+    results: dict[str, list[float]] = {name: [] for name in timers}
+    names = list(timers)
+    for r in range(repeat):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            results[name].append(timers[name].timeit(numbers[name]) / numbers[name])
+    return {name: Timing(results[name], numbers[name]) for name in names}
+
+
+def interleaved_book(
+    candidates: Mapping[str, str | Callable[[], Any]],
+    env: Mapping[str, Any] | None = None,
+    *,
+    rounds: int = 3,
+    min_time: float = 1.0,
+) -> dict[str, Timing]:
+    """Like :func:`interleaved`, but each measurement is one :func:`bench_workload` call
+    (warm-up, then runs lasting ``min_time``), repeated for ``rounds`` interleaved rounds."""
+    timers = {name: _timer(stmt, env) for name, stmt in candidates.items()}
+    results: dict[str, list[float]] = {name: [] for name in timers}
+    names = list(timers)
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            results[name].append(bench_workload(timers[name].timeit, min_time))
+    return {name: Timing(results[name], 0) for name in names}
+
+
+# ---------------------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process now, in bytes.
+
+    Read from ``/proc/self/status`` (VmRSS); where there is no /proc, psutil if installed,
+    else ``resource.getrusage`` (which gives the *peak* resident size, not the current one).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def rss_method() -> str:
+    """Which source :func:`rss_bytes` reads."""
+    if os.path.exists("/proc/self/status"):
+        return "/proc/self/status VmRSS"
+    try:
+        import psutil  # noqa: F401
+
+        return "psutil rss"
+    except ImportError:
+        return "resource.getrusage ru_maxrss (peak)"
+
+
+def settled_rss() -> int:
+    """Resident bytes after a full garbage collection."""
+    gc.collect()
+    return rss_bytes()
+
+
+MB = 1024.0 * 1024.0
+
+# ---------------------------------------------------------------------------------------
+# Machine description
+# ---------------------------------------------------------------------------------------
+
+
+def _cpuinfo() -> tuple[str | None, int | None]:
+    """CPU model name and number of physical cores, from /proc/cpuinfo (Linux)."""
+    model, cores = None, set()
+    phys = core = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key in ("model name", "Model", "cpu model") and model is None:
+                    model = value
+                elif key == "physical id":
+                    phys = value
+                elif key == "core id":
+                    core = value
+                elif not key and core is not None:
+                    cores.add((phys, core))
+                    phys = core = None
+        if core is not None:
+            cores.add((phys, core))
+    except OSError:
+        pass
+    return model, (len(cores) or None)
+
+
+def _numpy_blas() -> dict[str, Any]:
+    """numpy's BLAS: threadpoolctl's view if it is installed, else numpy's build config."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = [
+            {k: p.get(k) for k in ("internal_api", "version", "num_threads", "user_api",
+                                   "threading_layer", "architecture", "filepath")}
+            for p in threadpool_info()
+        ]
+        return {"source": "threadpoolctl", "pools": pools}
+    except ImportError:
+        pass
+    try:
+        import numpy as np
+
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        return {"source": "numpy.show_config (threadpoolctl not installed)",
+                "name": blas.get("name"), "version": blas.get("version")}
+    except Exception as e:  # older numpy: no mode="dicts"
+        return {"source": "unknown", "error": str(e)}
+
+
+def _compiler() -> dict[str, Any]:
+    try:
+        from kiln.runtime.compiler import DEFAULT_FLAGS, compiler_version, find_compiler
+
+        version = compiler_version((find_compiler(),)).strip().splitlines()
+        return {"path": find_compiler(), "version": version[0] if version else "",
+                "default_flags": " ".join(DEFAULT_FLAGS)}
+    except Exception as e:
+        return {"error": str(e)}
+
+
+def omp_threads() -> int:
+    """Threads an OpenMP parallel loop of kiln uses by default: ``OMP_NUM_THREADS`` if set,
+    else the CPUs this process may run on (libgomp's default)."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return available_cpus()
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import numpy as np
+
+    model, physical = _cpuinfo()
+    mem_total = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_total = round(int(line.split()[1]) / MB * 1024, 1)  # kB -> MB
+    except OSError:
+        pass
+    try:
+        import kiln
+
+        kiln_version = getattr(kiln, "__version__", "?")
+        from kiln.runtime import fastcall
+
+        call_backend = fastcall.backend()
+    except Exception as e:
+        kiln_version, call_backend = f"unavailable ({e})", "?"
+    return {
+        "cpu_model": model or platform.processor() or platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "physical_cores": physical,
+        "cpus_available": available_cpus(),
+        "kiln_threads": omp_threads(),
+        "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
+        "memory_mb": mem_total,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "numpy_blas": _numpy_blas(),
+        "kiln": kiln_version,
+        "kiln_call_backend": call_backend,
+        "load_average": load_average(),
+        "c_compiler": _compiler(),
+    }
+
+
+def machine_lines(m: Mapping[str, Any]) -> list[str]:
+    """The machine description as short ``key: value`` lines."""
+    blas = m.get("numpy_blas", {})
+    if blas.get("source") == "threadpoolctl":
+        blas_text = "; ".join(
+            f"{p.get('internal_api')} {p.get('version')} ({p.get('num_threads')} threads)"
+            for p in blas.get("pools", [])
+        ) or "none loaded"
+    else:
+        blas_text = f"{blas.get('name')} {blas.get('version')} ({blas.get('source')})"
+    cc = m.get("c_compiler", {})
+    return [
+        f"CPU: {m['cpu_model']}",
+        f"cores: {m['physical_cores']} physical, {m['logical_cpus']} logical, "
+        f"{m['cpus_available']} available to this process",
+        f"threads used by kiln's parallel loops: {m['kiln_threads']} "
+        f"(OMP_NUM_THREADS={m['omp_num_threads_env'] or 'unset'}); numpy's np.add: 1",
+        f"memory: {m['memory_mb']} MB",
+        f"Python {m['python']}, numpy {m['numpy']}, numpy BLAS: {blas_text}",
+        f"kiln {m['kiln']}, call path: {m['kiln_call_backend']}, C compiler: "
+        f"{cc.get('version', cc.get('error'))}",
+        f"platform: {m['platform']}",
+        *load_lines(m),
+    ]
+
+
+def load_lines(m: Mapping[str, Any]) -> list[str]:
+    """The load average at the start and end of the run, flagged when the machine was busy
+    (other processes competing for the cores disturb the timings, parallel ones most)."""
+    start, end = m.get("load_average_start"), m.get("load_average")
+    if not end:
+        return []
+    text = f"load average (1, 5, 15 min): at start {start}, at end {end}"
+    cpus = m.get("cpus_available") or 1
+    # The suite itself accounts for about 1 of the load at the end.
+    busy = (start or [0])[0] > 0.5 * cpus or end[0] > cpus
+    if busy:
+        text += (f" — BUSY: other work competed for the {cpus} cores during the run; "
+                 "timings (parallel ones most) are disturbed")
+    return [text]
+
+
+# ---------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One row of a results table."""
+
+    key: str  # stable identifier, e.g. "vector_add.parallel16"
+    label: str  # what was measured
+    kiln: float | None  # the measured kiln value (seconds, or bytes for memory)
+    unit: str  # "s" or "bytes"
+    reference: float | None = None
+    reference_label: str = ""
+    goal: str = ""  # human-readable target, e.g. "<= 1.2x numpy"
+    within_goal: bool | None = None  # informational only; nothing fails on it
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.kiln is None or not self.reference:
+            return None
+        return self.kiln / self.reference
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.2f} µs"
+    return f"{seconds * 1e9:.0f} ns"
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "s":
+        return fmt_time(value)
+    if unit == "bytes":
+        return f"{value / MB:+.2f} MB"
+    return f"{value:.4g} {unit}"
+
+
+def markdown_table(figures: list[Figure]) -> str:
+    head = ["#", "measurement", "kiln", "reference", "kiln / ref", "goal", "met", "notes"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, f in enumerate(figures, 1):
+        ref = "—" if f.reference is None else (
+            f"{fmt_value(f.reference, f.unit)} ({f.reference_label})"
+            if f.reference_label else fmt_value(f.reference, f.unit))
+        ratio = "—" if f.ratio is None else f"{f.ratio:.2f}×"
+        met = {True: "yes", False: "no", None: "—"}[f.within_goal]
+        cells = [str(i), f.label, fmt_value(f.kiln, f.unit), ref, ratio, f.goal or "—", met,
+                 f.notes]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def write_report(
+    name: str,
+    figures: list[Figure],
+    *,
+    machine: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    details: Mapping[str, Any],
+    started: float,
+    duration_s: float,
+    out_dir: Path | None = None,
+    title: str = "",
+) -> tuple[Path, Path, str]:
+    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md``; return both paths and the
+    markdown text."""
+    out = Path(out_dir or RESULTS_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    when = _dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+    data = {
+        "suite": name,
+        "date": when,
+        "duration_s": round(duration_s, 2),
+        "machine": dict(machine),
+        "settings": dict(settings),
+        "figures": [
+            {**{k: v for k, v in asdict(f).items() if k != "extra"}, "ratio": f.ratio,
+             **({"extra": f.extra} if f.extra else {})}
+            for f in figures
+        ],
+        "details": dict(details),
+    }
+    json_path = out / f"{name}.json"
+    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    md = [
+        f"# {title or name} benchmarks",
+        "",
+        f"Run {when}, {duration_s:.0f} s, settings: "
+        + ", ".join(f"{k}={v}" for k, v in settings.items()),
+        "",
+        *(f"- {line}" for line in machine_lines(machine)),
+        "",
+        markdown_table(figures),
+        "",
+        "The goal column is informational; nothing fails on it. See docs/benchmarks.md.",
+        "",
+    ]
+    text = "\n".join(md)
+    md_path = out / f"{name}.md"
+    md_path.write_text(text, encoding="utf-8")
+    return json_path, md_path, text
