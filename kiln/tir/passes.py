@@ -5,7 +5,7 @@ from __future__ import annotations
 from kiln.arith import simplify_stmt
 from kiln.ir.expr import Var
 from kiln.ir.functor import post_order_visit
-from kiln.ir.stmt import Allocate, For, LetStmt
+from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
@@ -36,6 +36,8 @@ def defined_vars(stmt) -> set[Var]:
             out.add(n.var)
         elif isinstance(n, Allocate):
             out.add(n.buffer_var)
+        elif isinstance(n, AttrStmt) and n.attr_key == "thread_extent":
+            out.add(n.node.var)
 
     post_order_visit(stmt, visit)
     return out

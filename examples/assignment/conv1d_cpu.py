@@ -1,0 +1,132 @@
+"""The course assignment's 1-D convolution on CPU (seed 000, section "1D Convolution on CPU").
+
+B = A * W, the full convolution: A has M elements, W has N, B has M + N - 1 and
+B[n] = sum_k A[k] W[n - k] (numpy: ``np.convolve(A, W)``).
+
+Every ``make_conv1d_cpu_scheduler*`` function takes ``(M, N)`` and returns ``s, A, W, B``:
+
+* ``make_conv1d_cpu_scheduler`` - the baseline handed out with the assignment: one reduce
+  axis over all M + N - 1 positions, an if_then_else zeroing the out-of-range terms.
+* ``make_conv1d_cpu_scheduler_split_vectorize`` - split the output axis by ``factor``, move
+  the reduction outside the inner part and vectorize it (optimizations 1 and 4).
+* ``make_conv1d_cpu_scheduler_reorder_unroll`` - split the output and the reduce axis,
+  reorder to ``x_out, k_out, k_in, x_in`` and unroll ``k_in`` (optimizations 1-3).
+* ``make_conv1d_cpu_scheduler_padded_cache`` - an explicit zero-padding stage ``A_Pad`` so
+  the reduction runs over the N taps of W without conditions, with ``cache_read`` copies of
+  ``A_Pad`` and ``W`` computed at ``k_out`` (optimization 5).
+* ``make_conv1d_cpu_scheduler_optimized`` - all of them together, plus a parallel outer loop.
+
+``VARIANTS`` maps a short name to each function.
+"""
+
+import kiln as tvm
+from kiln import te
+
+
+def make_conv1d_cpu_scheduler(M, N):
+    """The baseline: returns ``s, A, W, B``."""
+    A = te.placeholder((M,), name="A")
+    W = te.placeholder((N,), name="W")
+    k = te.reduce_axis((0, M + N - 1), "k")
+    B = te.compute(
+        (M + N - 1,),
+        lambda n: te.sum(
+            tvm.tir.if_then_else(
+                tvm.tir.any(k < 0, k >= M, n - k < 0, n - k >= N),
+                tvm.tir.const(0.0, "float32"),
+                A[k] * W[n - k],
+            ),
+            axis=k,
+        ),
+        name="B",
+    )
+    s = te.create_schedule(B.op)
+    return s, A, W, B
+
+
+def make_conv1d_cpu_scheduler_split_vectorize(M, N, factor=8):
+    """Baseline compute; output axis split by ``factor``, its inner part vectorized."""
+    s, A, W, B = make_conv1d_cpu_scheduler(M, N)
+    (k,) = B.op.reduce_axis
+    x_out, x_in = s[B].split(B.op.axis[0], factor=factor)
+    s[B].reorder(x_out, k, x_in)
+    s[B].vectorize(x_in)
+    return s, A, W, B
+
+
+def make_conv1d_cpu_scheduler_reorder_unroll(M, N, factor=8):
+    """Baseline compute; both axes split by ``factor``, reordered, inner reduction unrolled."""
+    s, A, W, B = make_conv1d_cpu_scheduler(M, N)
+    (k,) = B.op.reduce_axis
+    x_out, x_in = s[B].split(B.op.axis[0], factor=factor)
+    k_out, k_in = s[B].split(k, factor=factor)
+    s[B].reorder(x_out, k_out, k_in, x_in)
+    s[B].unroll(k_in)
+    return s, A, W, B
+
+
+def conv1d_padded(M, N):
+    """The padded formulation: ``A, W, A_Pad, B``.
+
+    A_Pad is A with N - 1 zeros on each side, and B[n] = sum_{k < N} A_Pad[n + k] W[N-1-k]:
+    the reduction covers only the N taps of W and needs no condition.
+    """
+    A = te.placeholder((M,), name="A")
+    W = te.placeholder((N,), name="W")
+    A_Pad = te.compute(
+        (M + 2 * (N - 1),),
+        lambda i: te.if_then_else(te.any(i < N - 1, i >= M + N - 1), 0.0, A[i - (N - 1)]),
+        name="A_Pad",
+    )
+    k = te.reduce_axis((0, N), "k")
+    B = te.compute(
+        (M + N - 1,), lambda n: te.sum(A_Pad[n + k] * W[N - 1 - k], axis=k), name="B"
+    )
+    return A, W, A_Pad, B
+
+
+def make_conv1d_cpu_scheduler_padded_cache(M, N, factor=8):
+    """Padding stage; local copies of A_Pad's and W's current windows made at ``k_out``."""
+    A, W, A_Pad, B = conv1d_padded(M, N)
+    s = te.create_schedule(B.op)
+    (k,) = B.op.reduce_axis
+    x_out, x_in = s[B].split(B.op.axis[0], factor=factor)
+    k_out, k_in = s[B].split(k, factor=factor)
+    s[B].reorder(x_out, k_out, k_in, x_in)
+    s[s.cache_read(A_Pad, "local", [B])].compute_at(s[B], k_out)
+    s[s.cache_read(W, "local", [B])].compute_at(s[B], k_out)
+    return s, A, W, B
+
+
+def make_conv1d_cpu_scheduler_optimized(M, N, factor=8):
+    """All of the above: padding, split, reorder, unroll, vectorize, cache_read at k_out,
+    and the output blocks computed in parallel (as is the padding)."""
+    A, W, A_Pad, B = conv1d_padded(M, N)
+    s = te.create_schedule(B.op)
+    (k,) = B.op.reduce_axis
+    x_out, x_in = s[B].split(B.op.axis[0], factor=factor)
+    k_out, k_in = s[B].split(k, factor=factor)
+    s[B].reorder(x_out, k_out, k_in, x_in)
+    s[B].unroll(k_in)
+    s[B].vectorize(x_in)
+    s[B].parallel(x_out)
+    s[s.cache_read(A_Pad, "local", [B])].compute_at(s[B], k_out)
+    s[s.cache_read(W, "local", [B])].compute_at(s[B], k_out)
+    p_out, p_in = s[A_Pad].split(A_Pad.op.axis[0], factor=factor)
+    s[A_Pad].parallel(p_out)
+    return s, A, W, B
+
+
+VARIANTS = {
+    "baseline": make_conv1d_cpu_scheduler,
+    "split_vectorize": make_conv1d_cpu_scheduler_split_vectorize,
+    "reorder_unroll": make_conv1d_cpu_scheduler_reorder_unroll,
+    "padded_cache": make_conv1d_cpu_scheduler_padded_cache,
+    "optimized": make_conv1d_cpu_scheduler_optimized,
+}
+
+if __name__ == "__main__":
+    for name, make in VARIANTS.items():
+        s, A, W, B = make(20, 5)
+        print(f"# {name}")
+        print(tvm.lower(s, [A, W, B], simple_mode=True))
