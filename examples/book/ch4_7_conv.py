@@ -30,7 +30,7 @@ def cached_block(oc, ic, n, k, p, s, th=8, tw=8):
     sch[CachedY].vectorize(cw)
     sch[CachedY].unroll(ch)
     # Schedule the padding by adding thread-level parallelism
-    if PaddedX is not X:
+    if PaddedX != X:
         sch[PaddedX].parallel(PaddedX.op.axis[0])
     return sch, (X, K, Y)
 

@@ -80,7 +80,7 @@ def cached_block(oc, ic, n, k, p, s, toc=16, tic=16, tw=4):
     sch[CachedY].unroll(cw)
     sch[CachedY].vectorize(oc_in)
     # Schedule the padding by adding thread-level parallelism
-    if PaddedX is not X:
+    if PaddedX != X:
         sch[PaddedX].parallel(PaddedX.op.axis[0])
     # Optimize the packing of X and K
     sch[PackedX].parallel(sch[PackedX].fuse(*PackedX.op.axis[0:2]))

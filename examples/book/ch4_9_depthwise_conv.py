@@ -79,7 +79,7 @@ def depthwise_cached_block(c, n, k, p, s, tc=16, tw=4):
     sch[CachedY].unroll(cw)
 
     # Schedule the padding by adding thread-level parallelism
-    if PaddedX is not X:
+    if PaddedX != X:
         sch[PaddedX].parallel(PaddedX.op.axis[0])
     # Optimize the packing of X and K
     sch[PackedX].parallel(sch[PackedX].fuse(*PackedX.op.axis[0:2]))

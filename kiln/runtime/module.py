@@ -307,15 +307,18 @@ class Module:
     def time_evaluator(
         self,
         func_name: str,
-        dev: Device,
+        dev: Device | None = None,
         number: int = 10,
         repeat: int = 1,
         min_repeat_ms: float = 0,
         f_preproc: str = "",
+        ctx: Device | None = None,
     ) -> Callable[..., BenchmarkResult]:
         """A function that times ``func_name`` on its arguments: after one warm-up call, each
         of ``repeat`` measurements runs the function ``number`` times and records the mean;
-        with ``min_repeat_ms``, ``number`` grows until one measurement lasts that long."""
+        with ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
+        ``ctx=`` is accepted for the book's spelling of ``dev``."""
+        dev = dev if dev is not None else ctx
         func = self.get_function(func_name, query_imports=True)
         if repeat < 1 or number < 1:
             raise ValueError("time_evaluator: number and repeat must be >= 1")

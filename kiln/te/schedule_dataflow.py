@@ -136,11 +136,71 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     which the original stage then reduces. Lets a reduction be parallelized or vectorized.
 
     Before:: B[i] = sum(A[i, k], k)   with k split into k.outer, k.inner
-    ``BF = s.rfactor(B, k.inner)``
-    After::  BF[k.inner, i] = sum(A[i, k.outer*f + k.inner], k.outer)
-             B[i] = sum(BF[k.inner, i], k.inner)
+    ``BF = s.rfactor(B, ki)``
+    After::  B.rf[k.inner, i] = sum(A[i, k.outer*f + k.inner], k.outer)
+             B[i] = sum(B.rf[k.inner.v, i], k.inner.v)
     """
-    raise NotImplementedError(
-        "rfactor is not implemented in kiln yet; parallelize a data-parallel axis instead")
+    from kiln.arith import Analyzer
+    from kiln.ir.expr import Range, Reduce, logical_and
 
+    from .relations import pass_down, pass_up
 
+    st = sch[tensor]
+    op = st.op
+    if not isinstance(op, ComputeOp) or not op.reduce_axis:
+        raise ScheduleError(f"rfactor: stage '{st.name}' is not a reduction")
+    if len(op.body) != 1:
+        raise NotImplementedError("rfactor of a multi-output reduction is not implemented")
+    if axis not in st.leaf_iter_vars or axis.iter_type != IterVar.CommReduce:
+        raise ScheduleError(
+            f"rfactor on stage '{st.name}': '{getattr(axis, 'var', axis)}' must be one of the "
+            f"stage's current reduction loops")
+    if not 0 <= factor_axis <= len(op.axis):
+        raise ScheduleError(f"rfactor: factor_axis must be in [0, {len(op.axis)}]")
+    analyzer = Analyzer()
+    ranges = {iv: iv.dom for iv in list(op.axis) + list(op.reduce_axis)}
+    pass_down(st, ranges, analyzer.simplify)
+    red: Reduce = op.body[0]
+    # the rfactor stage: data axes = copies of op.axis with the factored axis inserted
+    rf_axis = IterVar(Range.from_min_extent(0, ranges[axis].extent),
+                      Var(axis.var.name, "int32"), IterVar.DataPar)
+    data_axes = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterVar.DataPar)
+                 for iv in op.axis]
+    rest = [iv for iv in st.leaf_iter_vars
+            if iv.iter_type == IterVar.CommReduce and iv is not axis]
+    new_reduce = [IterVar(Range.from_min_extent(0, ranges[iv].extent),
+                          Var(iv.var.name, "int32"), IterVar.CommReduce) for iv in rest]
+    leaf_vals = {axis: rf_axis.var}
+    leaf_vals.update({iv: niv.var for iv, niv in zip(rest, new_reduce, strict=True)})
+    leaf_vals.update({iv: iv.var for iv in st.leaf_iter_vars if iv not in leaf_vals})
+    values = pass_up(st, ranges, leaf_vals)
+    vmap = {iv.var: values[iv] for iv in op.reduce_axis}
+    vmap.update({iv.var: niv.var for iv, niv in zip(op.axis, data_axes, strict=True)})
+    cond = substitute(red.condition, vmap)
+    for iv in op.reduce_axis:
+        bound = values[iv] < iv.dom.min + iv.dom.extent
+        if not analyzer.can_prove(bound):
+            cond = logical_and(cond, bound)
+    source = [substitute(x, vmap) for x in red.source]
+    rf_axes = data_axes[:factor_axis] + [rf_axis] + data_axes[factor_axis:]
+    rf_body = Reduce(red.combiner, source, new_reduce, cond, 0)
+    rf_op = ComputeOp(f"{op.name}.rf", op.tag, op.attrs, rf_axes, [rf_body])
+    rf_tensor = rf_op.output(0)
+    # the original stage now reduces the partial results over the factored axis
+    k_final = IterVar(Range.from_min_extent(0, ranges[axis].extent),
+                      Var(axis.var.name + ".v", "int32"), IterVar.CommReduce)
+    idx = [iv.var for iv in op.axis]
+    idx = idx[:factor_axis] + [k_final.var] + idx[factor_axis:]
+    from kiln.ir.expr import IntImm
+
+    final = Reduce(red.combiner, [ProducerLoad(rf_tensor, idx)], [k_final],
+                   IntImm("bool", 1), 0)
+    new_op = ComputeOp(op.name, op.tag, op.attrs, op.axis, [final])
+    old_outputs = list(op.outputs)
+    st.relations = []
+    st.iter_var_attrs = {}
+    _rebind(sch, st, new_op)
+    st._set_op(new_op)
+    _insert_stage(sch, rf_op, after=None, scope="", before=st)
+    _replace_dataflow(sch, dict(zip(old_outputs, new_op.outputs, strict=True)))
+    return rf_tensor

@@ -156,3 +156,20 @@ def test_default_schedule_matches_numpy(kind):
     result = kiln.nd.empty([int(d) for d in out.shape], "float32")
     mod(*[kiln.nd.array(a) for a in arrays], result)
     np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("factor", [1, 7, 16, 128])
+def test_rfactor_sum(factor):
+    n, m = 13, 100
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=factor)
+    BF = s.rfactor(B, ki)
+    s[BF].parallel(BF.op.axis[0])
+    mod = kiln.build(s, [A, B])
+    a = np.random.default_rng(2).standard_normal((n, m)).astype("float32")
+    b = kiln.nd.empty((n,))
+    mod(kiln.nd.array(a), b)
+    np.testing.assert_allclose(b.numpy(), a.sum(axis=1), rtol=1e-4, atol=1e-4)
