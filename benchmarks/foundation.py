@@ -140,7 +140,7 @@ def bench_vector_add(cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]
     figures = []
     for key, label in names.items():
         t = timings[key]
-        notes = f"median of {len(t.results)} × {t.number} calls"
+        notes = f"median of {len(t.results)} × {t.number} calls, min {fmt_time(t.min)}"
         if not correct[key]:
             notes += "; WRONG RESULT"
         if key == first:
@@ -302,18 +302,23 @@ def bench_build(cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
             first = _run_child({"n": N, "factor": FACTORS[0]}, cache)
             details["first"] = first
             # (b) Cold builds of other schedules: the extension is now cached.
-            for k, factor in enumerate(cold_factors):
-                spec: dict[str, Any] = {"n": N, "factor": factor}
-                if profile_dir and k == 0:
-                    spec["profile"] = {"0": str(Path(profile_dir) / "build_cold.prof")}
-                details["cold"].append(_run_child(spec, cache))
+            for factor in cold_factors:
+                details["cold"].append(_run_child({"n": N, "factor": factor}, cache))
             # (c) Warm: the same schedules again in new processes (cache hits), each built
             # several times; the second and later builds are in-process warm builds.
-            for k, factor in enumerate(cold_factors):
+            for factor in cold_factors:
                 spec = {"n": N, "factor": factor, "builds": 1 + cfg["warm_builds"]}
-                if profile_dir and k == 0:
-                    spec["profile"] = {"1": str(Path(profile_dir) / "build_warm.prof")}
                 details["warm"].append(_run_child(spec, cache))
+            # (d) With --profile: extra probes (not in the figures) under cProfile.
+            if profile_dir:
+                stats = {k: str(Path(profile_dir) / f"{k}.prof")
+                         for k in ("build_cold", "build_warm_new_process", "build_warm")}
+                details["profiled"] = [
+                    _run_child({"n": N, "factor": 1024, "profile": {"0": stats["build_cold"]}},
+                               cache),
+                    _run_child({"n": N, "factor": 1024, "builds": 2, "profile": {
+                        "0": stats["build_warm_new_process"], "1": stats["build_warm"]}}, cache),
+                ]
     except (RuntimeError, subprocess.SubprocessError, OSError) as e:
         details["error"] = str(e)
         figures.append(Figure(key="build.error", label="build time", kiln=None, unit="s",
@@ -398,15 +403,20 @@ def bench_memory(cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
         t0 = time.perf_counter()
         first_pass = 0.0
         b1 = b0
+        checkpoints: dict[int, int] = {}  # builds done -> RSS, every 10% of the builds
         for i in range(builds):
             size, factor = variants[i % len(variants)]
             build_vector_add(size, factor)
             if i + 1 == len(variants):
                 first_pass = time.perf_counter() - t0
                 b1 = common.settled_rss()
+            if (i + 1) % max(builds // 10, 1) == 0:
+                checkpoints[i + 1] = common.settled_rss()
         total = time.perf_counter() - t0
         b2 = common.settled_rss()
     hits = max(builds - len(variants), 0)
+    half = min(checkpoints, key=lambda k: abs(k - builds // 2), default=builds)
+    late = b2 - checkpoints.get(half, b2)
     figures = [
         Figure(key="memory.calls",
                label=f"RSS growth over {_count(calls)} calls of a vector add (n = 1024)",
@@ -419,7 +429,8 @@ def bench_memory(cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
                kiln=b2 - b0, unit="bytes",
                notes=f"first pass ({len(variants)} compiles): {(b1 - b0) / MB:+.2f} MB in "
                      f"{first_pass:.1f} s; then {hits} cache hits: {(b2 - b1) / MB:+.2f} MB, "
-                     f"{fmt_time((total - first_pass) / hits if hits else None)} each"),
+                     f"{fmt_time((total - first_pass) / hits if hits else None)} each; "
+                     f"last {builds - half} builds: {late / MB:+.2f} MB"),
     ]
     details = {
         "method": common.rss_method(),
@@ -430,7 +441,8 @@ def bench_memory(cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
                    "variants": [f"n={s}, factor={f}" for s, f in variants],
                    "rss_before_mb": b0 / MB, "rss_after_first_pass_mb": b1 / MB,
                    "rss_after_mb": b2 / MB, "growth_mb": (b2 - b0) / MB,
-                   "first_pass_s": first_pass, "total_s": total},
+                   "first_pass_s": first_pass, "total_s": total,
+                   "rss_checkpoints_mb": {str(k): v / MB for k, v in checkpoints.items()}},
     }
     return figures, details
 
@@ -498,7 +510,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
 def _print_profiles(out: Path, top: int = 15) -> None:
     import pstats
 
-    for name in ("build_cold.prof", "build_warm.prof"):
+    for name in ("build_cold.prof", "build_warm_new_process.prof", "build_warm.prof"):
         path = out / name
         if path.exists():
             print(f"\n== cProfile of {name[:-5]} (saved in {path}), by internal time ==")

@@ -142,7 +142,8 @@ def floormod_lin(rw: Rewriter, lin: Lin, c: int) -> Lin:
     single = _single_atom(r)
     if single is not None and type(single) is E.FloorMod and isinstance(single.b, E.IntImm) \
             and single.b.value % c == 0:
-        return floormod_lin(rw, rw.an.to_lin(single.a), c)  # floormod(floormod(x, k*c), c)
+        # floormod(floormod(x, k*c) + r0, c) == floormod(x + r0, c)
+        return floormod_lin(rw, rw.an.to_lin(single.a).add_const(r.const), c)
     return _atom(rw, E.FloorMod(render(r), _const(dtype, c)))
 
 

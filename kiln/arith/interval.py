@@ -401,21 +401,28 @@ class IntervalEvaluator:
             lo, hi = (a.min_value, a.max_value) if s > 0 else (a.max_value, a.min_value)
             return IntervalSet(_div_end(lo, k, fn), _div_end(hi, k, fn))
         if self._positive(b.min_value):
-            sa = self._iv_sign(a)
-            bmax = b.max_value
-            if sa > 0:
-                lo = E.make_const(0, e.dtype) if bmax is pos_inf else \
-                    _div_end(a.min_value, bmax, fn)
-                return IntervalSet(lo, _div_end(a.max_value, b.min_value, fn))
-            if trunc:
-                return self._everything(e)
-            if sa < 0:
-                hi = E.make_const(0, e.dtype) if bmax is pos_inf else \
-                    _div_end(a.max_value, bmax, fn)
-                return IntervalSet(_div_end(a.min_value, b.min_value, fn), hi)
-            return IntervalSet(_div_end(a.min_value, b.min_value, fn),
-                               _div_end(a.max_value, b.min_value, fn))
+            return self._divide_by_positive(e, a, b, fn, trunc)
         return self._everything(e)
+
+    def _divide_by_positive(self, e, a, b, fn, trunc: bool) -> IntervalSet:
+        """``a / b`` for an interval ``b`` of positive values: for a fixed numerator the
+        quotient is monotone in the divisor, so the extremes sit at the divisor's ends."""
+        zero, minus_one = E.make_const(0, e.dtype), E.make_const(-1, e.dtype)
+        sa = self._iv_sign(a)
+        if trunc and sa <= 0:
+            return self._everything(e)
+
+        def q(x, y, big):  # x / y, with ``big`` standing for x / +inf
+            return big if y is pos_inf else _div_end(x, y, fn)
+
+        bmin, bmax = b.min_value, b.max_value
+        if sa > 0:
+            return IntervalSet(q(a.min_value, bmax, zero), q(a.max_value, bmin, zero))
+        if sa < 0:
+            return IntervalSet(q(a.min_value, bmin, minus_one), q(a.max_value, bmax, zero))
+        lo = min_end(q(a.min_value, bmin, minus_one), q(a.min_value, bmax, minus_one))
+        hi = max_end(q(a.max_value, bmin, zero), q(a.max_value, bmax, zero))
+        return IntervalSet(lo, hi)
 
     def _positive(self, x: End) -> bool:
         if isinstance(x, _Infinity):

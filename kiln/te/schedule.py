@@ -70,7 +70,6 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.scope = ""
         self.is_output = False
-        self.storage_align: dict[int, tuple[int, int]] = {}
         self.double_buffer = False
         self.env_threads: list[IterVar] = []
         self._set_op(op)
@@ -350,11 +349,9 @@ class Stage:
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of ``axis``'s dimension to ``factor*k + offset`` elements."""
-        if axis not in self.op.axis if isinstance(self.op, ComputeOp) else True:
-            raise ScheduleError(
-                f"storage_align on stage '{self.name}': '{_name(axis)}' must be one of the "
-                f"operation's axes (s[T].op.axis)")
-        self.storage_align[self.op.axis.index(axis)] = (int(factor), int(offset))
+        raise NotImplementedError(
+            f"storage_align (stage '{self.name}') is not implemented in kiln yet; the "
+            f"schedule is valid without it, only the padding of the cache is missing")
 
     def double_buffer_(self) -> None:
         self.double_buffer = True
@@ -469,6 +466,14 @@ def _post_dfs(outputs: list[Operation]) -> list[Operation]:
     return order
 
 
+def AutoInlineInjective(sch: Schedule) -> None:  # noqa: N802 - TVM's name
+    """Inline every injective (element-wise, non-reduction) stage that is not an output."""
+    for st in sch.stages:
+        if (isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output
+                and st.attach_type == "root"):
+            st.compute_inline()
+
+
 def create_schedule(ops) -> Schedule:
     """A default schedule for the operations ``ops`` (an op, a tensor, or a list of them)."""
     if not isinstance(ops, list | tuple):
@@ -480,4 +485,5 @@ def create_schedule(ops) -> Schedule:
     return Schedule(ops)
 
 
-__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Range"]
+__all__ = ["Schedule", "Stage", "create_schedule", "AutoInlineInjective", "Split", "Fuse",
+           "Range"]

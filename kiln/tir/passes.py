@@ -7,6 +7,7 @@ from kiln.ir.expr import Var
 from kiln.ir.functor import post_order_visit
 from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 
+from .loop_partition import loop_partition
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
 from .vectorize import vectorize
@@ -18,6 +19,8 @@ def simplify(stmt):
 
 
 PIPELINE = [
+    ("simplify", simplify),
+    ("loop_partition", loop_partition),
     ("simplify", simplify),
     ("vectorize", vectorize),
     ("simplify", simplify),
@@ -43,5 +46,6 @@ def defined_vars(stmt) -> set[Var]:
     return out
 
 
-__all__ = ["PIPELINE", "storage_flatten", "simplify", "vectorize", "remove_no_op",
+__all__ = ["PIPELINE", "storage_flatten", "simplify", "loop_partition", "vectorize",
+           "remove_no_op",
            "defined_vars"]

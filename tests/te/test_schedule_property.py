@@ -173,3 +173,17 @@ def test_rfactor_sum(factor):
     b = kiln.nd.empty((n,))
     mod(kiln.nd.array(a), b)
     np.testing.assert_allclose(b.numpy(), a.sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_auto_inline_injective():
+    inputs, out, inter, ref = elementwise(5, 6)
+    s = te.create_schedule(out.op)
+    te.schedule.AutoInlineInjective(s)
+    assert s[inter[0]].attach_type == "inline"
+    text = str(kiln.lower(s, inputs + [out]))
+    assert "produce T" not in text
+    mod = kiln.build(s, inputs + [out])
+    a, b = (np.ones((5, 6), "float32") for _ in range(2))
+    c = kiln.nd.empty((5, 6))
+    mod(kiln.nd.array(a), kiln.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), ref(a, b))
