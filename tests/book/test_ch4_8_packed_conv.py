@@ -8,6 +8,7 @@ full PackedX allocation before running anything.
 """
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,13 @@ from kiln import te
 from kiln.contrib import d2ltvm
 
 signal = pytest.importorskip("scipy.signal")
+
+
+def allocated(text, name):
+    """The element count of ``allocate name[float32 * count]`` in the lowered code."""
+    found = re.search(rf"allocate {re.escape(name)}\[float32 \* (\d+)\]", text)
+    assert found, f"no allocation of {name}"
+    return int(found.group(1))
 
 
 def _example(name):
@@ -84,10 +92,11 @@ def check_cached_block(oc, ic, n, k, p, s):
     sch, (X, K, Y) = ex.cached_block(oc, ic, n, k, p, s)
     text = str(tvm.lower(sch, [X, K, Y], simple_mode=True))
     # PaddedX and PackedX are computed at root: each holds the whole (padded) input
-    assert f"allocate PackedX[float32 * {ic * (n + 2 * p) ** 2}]" in text
-    assert f"allocate PackedK[float32 * {oc * ic * k * k}]" in text
+    # (partial blocks may make the bounds larger than the tensors, never smaller)
+    assert allocated(text, "PackedX") >= ic * (n + 2 * p) ** 2
+    assert allocated(text, "PackedK") >= oc * ic * k * k
     if p:
-        assert f"allocate PaddedX[float32 * {ic * (n + 2 * p) ** 2}]" in text
+        assert allocated(text, "PaddedX") >= ic * (n + 2 * p) ** 2
     mod = tvm.build(sch, [X, K, Y], TARGET)
     data, weight, out = d2ltvm.get_conv_data(oc, ic, n, k, p, s, tvm.nd.array)
     mod(data, weight, out)
