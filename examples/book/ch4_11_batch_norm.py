@@ -32,5 +32,7 @@ def optimized_bn(size, inline=None):
 
 
 if __name__ == "__main__":
-    sch, args = default_bn((32, 28))
-    print(tvm.lower(sch, args, simple_mode=True))
+    for func in (default_bn, optimized_bn):
+        sch, args = func((32, 28))
+        print(f"# {func.__name__}")
+        print(tvm.lower(sch, args, simple_mode=True))

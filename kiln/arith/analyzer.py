@@ -15,6 +15,7 @@ also records ``ext >= 1``: the range is not empty since ``v`` lies in it.
 from __future__ import annotations
 
 from contextlib import contextmanager
+
 from ..ir import expr as E
 from . import bound as B
 from .bound import ConstIntBound, is_int_scalar
@@ -23,6 +24,7 @@ from .interval import IntervalEvaluator, IntervalSet, _Infinity, simplify_set
 from .linear import KeyCache, Lin, render
 from .modular import ModularSet, ModularWalker
 from .rewrite import Rewriter
+
 
 class Analyzer:
     """Integer analysis and simplification under bound variables and constraints."""

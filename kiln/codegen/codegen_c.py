@@ -16,9 +16,8 @@ from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
-from kiln.ir.printer import expr_text
 
-from .c_types import c_scalar, c_type, dl_code, vector_name, vector_typedef
+from .c_types import c_scalar, c_type, vector_name, vector_typedef
 
 _STACK_LIMIT_BYTES = 64 * 1024
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 _PATTERN = re.compile(r"^(int|uint|float|bfloat|bool|handle)(\d*)(?:x(\d+))?$")
 
@@ -38,7 +38,7 @@ class DataType:
         return max(self.bits, 8) // 8
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse(dtype: str) -> DataType:
     """Parse a dtype string; raises ValueError on anything TVM would not accept."""
     if not isinstance(dtype, str):

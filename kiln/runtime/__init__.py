@@ -12,9 +12,9 @@ import os as _os
 # Set OMP_WAIT_POLICY=active yourself to trade that robustness for lower wake-up latency.
 _os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-from .device import Device, context, cpu, cuda, device, gpu
-from .module import BenchmarkResult, Module, PackedFunc, load_module
-from .ndarray import NDArray, array, empty
+from .device import Device, context, cpu, cuda, device, gpu  # noqa: E402
+from .module import BenchmarkResult, Module, PackedFunc, load_module  # noqa: E402
+from .ndarray import NDArray, array, empty  # noqa: E402
 
 __all__ = [
     "Device",

@@ -2,15 +2,49 @@
 
 from kiln.ir.expr import IterVar, PrimExpr, Range, Reduce, Var
 from kiln.tir.op import (
-    abs, all, any, ceil, cos, erf, exp, exp2, floor, floordiv, floormod, if_then_else, indexdiv,
-    indexmod, isnan, log, log2, log10, power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
-    truncdiv, truncmod,
+    abs,
+    all,
+    any,
+    ceil,
+    cos,
+    erf,
+    exp,
+    exp2,
+    floor,
+    floordiv,
+    floormod,
+    if_then_else,
+    indexdiv,
+    indexmod,
+    isnan,
+    log,
+    log2,
+    log10,
+    power,
+    round,
+    rsqrt,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+    trunc,
+    truncdiv,
+    truncmod,
 )
 from kiln.tir.op import const as const
 
 from . import schedule
 from .operation import (
-    comm_reducer, compute, max, min, placeholder, reduce_axis, size_var, sum, thread_axis, var,
+    comm_reducer,
+    compute,
+    max,
+    min,
+    placeholder,
+    reduce_axis,
+    size_var,
+    sum,
+    thread_axis,
+    var,
 )
 from .schedule import Schedule, Stage, create_schedule
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor

@@ -134,5 +134,6 @@ def _consumer_root_intervals(c: Stage, ranges: dict[IterVar, Range],
         else:
             itv = eval_interval(value, relax_map)
         out[iv.var] = _relax(itv, relax_map)
-    out.update(relax_map)
-    return out
+    # A root axis that is also a leaf loop shares its Var with the loop counter: inside the
+    # body the Var means the axis value, so the root interval wins over the loop's range.
+    return {**relax_map, **out}

@@ -7,8 +7,20 @@ from collections.abc import Callable
 
 from kiln.ir import dtype as dt
 from kiln.ir.expr import (
-    CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var, _match, convert, emax, emin,
-    make_const, max_value, min_value,
+    CommReducer,
+    IterVar,
+    PrimExpr,
+    Range,
+    Reduce,
+    SizeVar,
+    Var,
+    _match,
+    convert,
+    emax,
+    emin,
+    make_const,
+    max_value,
+    min_value,
 )
 
 from .tensor import ComputeOp, PlaceholderOp, Tensor

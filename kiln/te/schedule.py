@@ -406,13 +406,13 @@ class Schedule:
     def consumers(self, stage: Stage) -> list[Stage]:
         out = []
         for s in self.stages:
-            if any(t.op is stage.op for t in s.op.input_tensors()):
+            if any(t.op is stage.op for t in s.op.input_tensors):
                 out.append(s)
         return out
 
     def _reads_transitively(self, consumer: Stage, producer: Stage) -> bool:
         """True if consumer reads producer directly or through inlined stages."""
-        todo = [t.op for t in consumer.op.input_tensors()]
+        todo = [t.op for t in consumer.op.input_tensors]
         seen = set()
         while todo:
             op = todo.pop()
@@ -423,7 +423,7 @@ class Schedule:
             seen.add(op)
             st = self.stage_map.get(op)
             if st is not None and st.attach_type == "inline":
-                todo.extend(t.op for t in op.input_tensors())
+                todo.extend(t.op for t in op.input_tensors)
         return False
 
     # cache_read / cache_write / rfactor live in kiln.te.schedule_dataflow
@@ -457,7 +457,7 @@ def _post_dfs(outputs: list[Operation]) -> list[Operation]:
         if id(op) in seen:
             return
         seen.add(id(op))
-        for t in op.input_tensors():
+        for t in op.input_tensors:
             visit(t.op)
         order.append(op)
 

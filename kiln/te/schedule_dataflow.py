@@ -73,7 +73,7 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     reader_stages = []
     for r in readers:
         st = sch[r]
-        if not any(t.op is sch[tensor].op for t in st.op.input_tensors()):
+        if not any(t.op is sch[tensor].op for t in st.op.input_tensors):
             raise ScheduleError(
                 f"cache_read: stage '{st.name}' does not read tensor '{tensor.name}'")
         reader_stages.append(st)

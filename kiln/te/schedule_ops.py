@@ -13,11 +13,26 @@ from __future__ import annotations
 from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
 from kiln.ir.expr import (
-    Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var, logical_and,
+    Call,
+    IntImm,
+    IterVar,
+    PrimExpr,
+    ProducerLoad,
+    Range,
+    Reduce,
+    Var,
+    logical_and,
 )
 from kiln.ir.functor import substitute
 from kiln.ir.stmt import (
-    AttrStmt, For, ForKind, IfThenElse, ProducerRealize, ProducerStore, Stmt, seq,
+    AttrStmt,
+    For,
+    ForKind,
+    IfThenElse,
+    ProducerRealize,
+    ProducerStore,
+    Stmt,
+    seq,
 )
 
 from .bound import compute_stages

@@ -25,6 +25,7 @@ class Operation:
     def num_outputs(self) -> int:
         return len(self.outputs)
 
+    @property
     def input_tensors(self) -> list[Tensor]:
         return []
 
@@ -70,7 +71,9 @@ class ComputeOp(BaseComputeOp):
         shape = tuple(iv.dom.extent for iv in self.axis)
         self.outputs = [Tensor(shape, b.dtype, self, i) for i, b in enumerate(body)]
 
+    @property
     def input_tensors(self) -> list[Tensor]:
+        """The tensors this operation reads (a property, as in TVM)."""
         from kiln.ir.functor import post_order_visit
 
         found: list[Tensor] = []

@@ -9,8 +9,26 @@ from __future__ import annotations
 
 from kiln.ir import dtype as dt
 from kiln.ir.expr import (
-    Call, IntImm, PrimExpr, Select, _match, cast, const, convert, div, emax, emin, floordiv,
-    floormod, logical_and, logical_not, logical_or, make_const, max_value, min_value, truncmod,
+    Call,
+    IntImm,
+    PrimExpr,
+    Select,
+    _match,
+    cast,
+    const,
+    convert,
+    div,
+    emax,
+    emin,
+    floordiv,
+    floormod,
+    logical_and,
+    logical_not,
+    logical_or,
+    make_const,
+    max_value,
+    min_value,
+    truncmod,
 )
 
 __all__ = [

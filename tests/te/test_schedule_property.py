@@ -7,6 +7,8 @@ with a numpy reference. The example budget is bounded so this runs in CI on ever
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +17,9 @@ from hypothesis import strategies as st
 import kiln
 from kiln import te
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("KILN_FUZZ_EXAMPLES", "40")), deadline=None, derandomize=True,
+# KILN_FUZZ_EXAMPLES raises the budget for the long fuzz run (CI uses the default).
+SETTINGS = settings(max_examples=int(os.environ.get("KILN_FUZZ_EXAMPLES", "40")),
+                    deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
