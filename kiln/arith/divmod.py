@@ -101,13 +101,8 @@ def _floordiv_rest(rw: Rewriter, r: Lin, c: int) -> Lin:
         return Lin.constant(dtype, k)
     g = _gcd_of(c, r)
     if g > 1:  # floordiv(g*y + r0, g*c') == floordiv(y + floor(r0/g), c')
-        r = Lin(dtype, {m: (co // g, a) for m, (co, a) in r.terms.items()}, r.const // g)
-        c //= g
-        if c == 1:
-            return r
-        k = _same_block(rw, r, c)
-        if k is not None:
-            return Lin.constant(dtype, k)
+        y = Lin(dtype, {m: (co // g, a) for m, (co, a) in r.terms.items()}, r.const // g)
+        return floordiv_lin(rw, y, c // g)
     single = _single_atom(r)
     if single is not None and type(single) is E.FloorDiv:
         inner = single.b

@@ -10,6 +10,7 @@ from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 from .loop_partition import loop_partition
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
+from .unroll import auto_unroll
 from .vectorize import vectorize
 
 
@@ -23,6 +24,7 @@ PIPELINE = [
     ("loop_partition", loop_partition),
     ("simplify", simplify),
     ("vectorize", vectorize),
+    ("auto_unroll", auto_unroll),
     ("simplify", simplify),
     ("remove_no_op", remove_no_op),
 ]
@@ -48,4 +50,4 @@ def defined_vars(stmt) -> set[Var]:
 
 __all__ = ["PIPELINE", "storage_flatten", "simplify", "loop_partition", "vectorize",
            "remove_no_op",
-           "defined_vars"]
+           "auto_unroll", "defined_vars"]

@@ -3,9 +3,7 @@ with the default schedules and the optimized ones of examples/book/ch4_10_poolin
 
 The optimized schedules start with ``te.schedule.AutoInlineInjective(sch)``; the example's
 ``inline_injective`` (the same rule spelled with compute_inline) must give identical code.
-``schedule_avg`` reads ``Y.op.input_tensors[0]``, a property in TVM but a method in kiln
-(kiln bug op_input_tensors_is_method): the book's spelling is a strict xfail, and a copy of
-``schedule_avg`` that calls the method covers the rest of the schedule.
+``schedule_avg`` finds PoolSum as ``Y.op.input_tensors[0]`` (a property, as in TVM).
 """
 
 import importlib.util
@@ -49,20 +47,6 @@ def run_and_check(pool_type, sch, args, size):
                                rtol=1e-5, atol=1e-6)
 
 
-def schedule_avg_calling_input_tensors(size):
-    """``schedule_avg`` with ``input_tensors`` called as kiln's method."""
-    sch, (X, Y) = ex.default_avg(size)
-    te.schedule.AutoInlineInjective(sch)
-    c, h, w = Y.op.axis[0:3]
-    fused = sch[Y].fuse(c, h)
-    sch[Y].parallel(fused)
-    sch[Y].vectorize(w)
-    inputs = Y.op.input_tensors
-    PoolSum = (inputs() if callable(inputs) else inputs)[0]
-    sch[PoolSum].compute_at(sch[Y], Y.op.axis[2])
-    return sch, (X, Y)
-
-
 @pytest.mark.parametrize("size", SIZES)
 def test_default_max(size):
     run_and_check("max", *ex.default_max(size), size)
@@ -79,17 +63,7 @@ def test_optimized_max(size):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_schedule_avg_calling_input_tensors(size):
-    sch, args = schedule_avg_calling_input_tensors(size)
-    run_and_check("avg", sch, args, size)
-
-
-@pytest.mark.xfail(raises=TypeError, strict=True,
-                   reason="kiln bug op_input_tensors_is_method (/tmp/kiln_bugs/"
-                          "op_input_tensors_is_method.py): Operation.input_tensors is a method, "
-                          "TVM's is a property, so input_tensors[0] fails")
-@pytest.mark.parametrize("size", SIZES)
-def test_schedule_avg_as_in_book(size):
+def test_schedule_avg(size):
     run_and_check("avg", *ex.schedule_avg(size), size)
 
 
@@ -130,7 +104,7 @@ def test_optimized_max_lowered(golden, lower_text):
 
 def test_schedule_avg_lowered(golden, lower_text):
     """PoolSum is computed inside PoolAvg's loops; PaddedX is inlined."""
-    sch, args = schedule_avg_calling_input_tensors((64, 64, 3))
+    sch, args = ex.schedule_avg((64, 64, 3))
     text = lower_text(sch, args)
     assert "PaddedX" not in text
     assert text.startswith("produce PoolAvg { parallel (c.h.fused, 0, 4096) {")

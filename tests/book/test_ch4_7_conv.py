@@ -2,10 +2,9 @@
 (``cached_block`` of examples/book/ch4_7_conv.py), checked against scipy's correlate.
 
 With padding (p = 1, the book's case) the root stage PaddedX is read by the cache stage
-computed inside Y's fused block loop; kiln bounds PaddedX to a single block's window
-(kiln bug bound_root_producer_of_attached_consumer), so those tests are strict xfails. They
-assert PaddedX's full allocation before running anything, so the bug cannot write out of
-bounds inside the test process. Their lowered code is pinned only once the result is right.
+computed inside Y's fused block loop, so bound inference must relax that loop: PaddedX has
+to cover the whole padded input. The tests assert that allocation before running anything
+(once a wrong bound here let the kernel write out of bounds).
 """
 
 import importlib.util
@@ -40,11 +39,6 @@ def _example(name):
 ex = _example("ch4_7_conv")
 TARGET = "llvm"
 
-BOUND_BUG = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="kiln bug bound_root_producer_of_attached_consumer "
-           "(/tmp/kiln_bugs/bound_root_producer_of_attached_consumer.py): a root stage read "
-           "by a compute_at'd stage is bounded to one block")
 
 
 def conv_reference(data, weight, p, s):
@@ -69,7 +63,6 @@ def check_cached_block(oc, ic, n, k, p, s):
     return text
 
 
-@BOUND_BUG
 def test_cached_block_book_size(golden):
     """§4.7.2: oc = ic = 32, 64 x 64 input, 3 x 3 kernel, padding 1, stride 1."""
     text = check_cached_block(32, 32, 64, 3, 1, 1)
@@ -79,7 +72,6 @@ def test_cached_block_book_size(golden):
     golden("ch4_7_conv_cached_block", text)
 
 
-@BOUND_BUG
 def test_cached_block_odd_size():
     """13 x 13 output: the 8 x 8 tiles leave partial blocks at the right and bottom."""
     check_cached_block(5, 3, 13, 3, 1, 1)

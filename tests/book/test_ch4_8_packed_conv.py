@@ -1,10 +1,9 @@
 """Book §4.8 "Packed Convolution": packing to NCHW[x]c, the packed computation and the
 ``cached_block`` schedule of examples/book/ch4_8_packed_conv.py.
 
-``cached_block`` reads the root stage PackedX (and PaddedX) from a cache stage computed at
-PackedY's ``w_out`` loop, which kiln bounds to one block (kiln bug
-bound_root_producer_of_attached_consumer): those tests are strict xfails that assert the
-full PackedX allocation before running anything.
+``cached_block`` reads the root stages PackedX, PackedK (and PaddedX) from a cache stage
+computed at PackedY's ``w_out`` loop; the tests assert that each still covers its whole
+tensor before running anything.
 """
 
 import importlib.util
@@ -39,11 +38,6 @@ def _example(name):
 ex = _example("ch4_8_packed_conv")
 TARGET = "llvm"
 
-BOUND_BUG = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="kiln bug bound_root_producer_of_attached_consumer "
-           "(/tmp/kiln_bugs/bound_root_producer_of_attached_consumer.py): a root stage read "
-           "by a compute_at'd stage is bounded to one block")
 
 
 def conv_reference(data, weight, p, s):
@@ -105,7 +99,6 @@ def check_cached_block(oc, ic, n, k, p, s):
     return text
 
 
-@BOUND_BUG
 def test_cached_block_book_size(golden):
     """§4.8.3: oc = ic = 32, 64 x 64 input, toc = tic = 16, tw = 4."""
     text = check_cached_block(32, 32, 64, 3, 1, 1)
@@ -115,7 +108,6 @@ def test_cached_block_book_size(golden):
     golden("ch4_8_packed_conv_cached_block", text)
 
 
-@BOUND_BUG
 @pytest.mark.parametrize("oc, ic, n, k, p, s", [(16, 32, 13, 3, 1, 1), (32, 16, 13, 3, 0, 1)])
 def test_cached_block_odd_size(oc, ic, n, k, p, s):
     """13 columns with tw = 4 leave a partial width block; p = 0 skips the padding stage."""

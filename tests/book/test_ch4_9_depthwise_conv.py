@@ -2,8 +2,7 @@
 ``depthwise_cached_block`` schedule of examples/book/ch4_9_depthwise_conv.py.
 
 The schedule reads the root stage PackedX from a cache stage computed at PackedY's ``w_out``
-loop, which kiln bounds to one block (kiln bug bound_root_producer_of_attached_consumer):
-those tests are strict xfails that assert the full PackedX allocation before running.
+loop; the tests assert that PackedX still covers the whole packed input before running.
 """
 
 import importlib.util
@@ -38,11 +37,6 @@ def _example(name):
 ex = _example("ch4_9_depthwise_conv")
 TARGET = "llvm"
 
-BOUND_BUG = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="kiln bug bound_root_producer_of_attached_consumer "
-           "(/tmp/kiln_bugs/bound_root_producer_of_attached_consumer.py): a root stage read "
-           "by a compute_at'd stage is bounded to one block")
 
 
 def depthwise_reference(data, weight, p, s):
@@ -78,7 +72,6 @@ def check_cached_block(c, n, k, p, s):
     return text
 
 
-@BOUND_BUG
 def test_depthwise_cached_block_book_size(golden):
     """§4.9.3: c = 32, 64 x 64 input, 3 x 3 kernel, tc = 16, tw = 4."""
     text = check_cached_block(32, 64, 3, 1, 1)
@@ -86,7 +79,6 @@ def test_depthwise_cached_block_book_size(golden):
     golden("ch4_9_depthwise_cached_block", text)
 
 
-@BOUND_BUG
 @pytest.mark.parametrize("c, n, k, p, s", [(16, 13, 3, 1, 1), (32, 13, 3, 0, 1)])
 def test_depthwise_cached_block_odd_size(c, n, k, p, s):
     check_cached_block(c, n, k, p, s)

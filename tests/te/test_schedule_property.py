@@ -80,6 +80,10 @@ KINDS = [elementwise, broadcast, reduction, matmul, stencil, maxpool_row]
 # ---- random legal schedules ------------------------------------------------------------
 def apply_random_schedule(draw, s, out, inter, log):
     """Apply random legal primitives; append a line per primitive to ``log``."""
+    cache = None
+    if draw(st.booleans()):
+        cache = s.cache_write(out, "local")
+        log.append("cache_write(local)")
     stage = s[out]
     for _ in range(draw(st.integers(0, 4))):
         leaves = stage.leaf_iter_vars
@@ -115,14 +119,19 @@ def apply_random_schedule(draw, s, out, inter, log):
             inner not in stage.iter_var_attrs or not stage.iter_var_attrs[inner].kind):
         stage.vectorize(inner)
         log.append(f"vectorize({inner.var.name})")
+    if cache is not None and draw(st.booleans()):
+        iv = draw(st.sampled_from(stage.leaf_iter_vars))
+        s[cache].compute_at(stage, iv)
+        log.append(f"cache.compute_at({iv.var.name})")
     for t in inter:
         choice = draw(st.sampled_from(["root", "inline", "at"]))
         if choice == "inline":
             s[t].compute_inline()
             log.append(f"{t.name}.compute_inline()")
         elif choice == "at":
-            iv = draw(st.sampled_from(stage.leaf_iter_vars))
-            s[t].compute_at(stage, iv)
+            consumer = s[cache] if cache is not None else stage
+            iv = draw(st.sampled_from(consumer.leaf_iter_vars))
+            s[t].compute_at(consumer, iv)
             log.append(f"{t.name}.compute_at({iv.var.name})")
 
 
