@@ -275,36 +275,45 @@ def merge_divmod(rw: Rewriter, lin: Lin) -> Lin:
     return lin
 
 
+def _mod_partners(rw: Rewriter, node) -> list:
+    """Keys of the ``floormod`` atoms that complete ``floordiv(x, d)*d`` to ``x``:
+    ``floormod(x, d)``, and ``floormod(y, d)`` when ``x`` is ``floormod(y, k*d)``."""
+    keys = rw.an.keys
+    out = [("FloorMod",) + keys(node)[1:]]
+    x, d = node.a, node.b
+    if type(x) is E.FloorMod and isinstance(d, E.IntImm) and isinstance(x.b, E.IntImm) and \
+            d.value > 0 and x.b.value % d.value == 0:
+        out.append(keys(E.FloorMod(x.a, d)))
+    return out
+
+
 def _merge_once(rw: Rewriter, lin: Lin) -> Lin | None:
     an = rw.an
     for key, (coef, atoms) in lin.terms.items():
-        kinds = [a for _, a in atoms if type(a) in (E.FloorDiv, E.FloorMod)]
-        if len(kinds) != 1:
+        divs = [a for _, a in atoms if type(a) is E.FloorDiv]
+        if len(divs) != 1:
             continue
-        node = kinds[0]
+        node = divs[0]
         dm = _divisor_monomial(rw, node.b)
         if dm is None:
             continue
         cd, dkeys = dm
-        nkey = an.keys(node)
-        if type(node) is E.FloorMod and len(atoms) == 1:
-            # k*floormod(x, d) + k*d*floordiv(x, d)  ->  k*x
-            fdkey = ("FloorDiv",) + nkey[1:]
-            target = mono_key((fdkey,) + dkeys)
+        if key != mono_key((an.keys(node),) + dkeys) or coef % cd:
+            continue
+        k = coef // cd
+        # k*d*floordiv(x, d) + k*floormod(x, d)  ->  k*x
+        for pkey in _mod_partners(rw, node):
+            target = mono_key((pkey,))
             other = lin.terms.get(target)
-            if other is not None and other[0] == coef * cd:
+            if other is not None and other[0] == k:
                 rest = Lin(lin.dtype, {m: v for m, v in lin.terms.items()
                                        if m != key and m != target}, lin.const)
-                return rest.add(an.to_lin(node.a).scale(coef))
-        elif type(node) is E.FloorDiv and key == mono_key((nkey,) + dkeys) and \
-                coef % cd == 0:
-            # k*x - k*d*floordiv(x, d)  ->  k*floormod(x, d)
-            k = -coef // cd
-            lx = an.to_lin(node.a)
-            if lx.terms and all(lin.terms.get(m, (0,))[0] == k * c
-                                for m, (c, _) in lx.terms.items()):
-                rest = Lin(lin.dtype, {m: v for m, v in lin.terms.items() if m != key},
-                           lin.const)
-                mod = an.to_lin(rw(E.FloorMod(node.a, node.b)))
-                return rest.sub(lx.scale(k)).add(mod.scale(k))
+                return rest.add(an.to_lin(node.a).scale(k))
+        # k*x - k*d*floordiv(x, d)  ->  k*floormod(x, d)
+        lx = an.to_lin(node.a)
+        if lx.terms and all(lin.terms.get(m, (0,))[0] == -k * c
+                            for m, (c, _) in lx.terms.items()):
+            rest = Lin(lin.dtype, {m: v for m, v in lin.terms.items() if m != key}, lin.const)
+            mod = an.to_lin(rw(E.FloorMod(node.a, node.b)))
+            return rest.add(lx.scale(k)).sub(mod.scale(k))
     return None

@@ -303,7 +303,8 @@ class Rewriter:
             g = gcd(g, c)
         cancelled = len(d.terms) < len(la.terms) + len(lb.terms)
         both_const = (la.const != 0 or la.is_const()) and (lb.const != 0 or lb.is_const())
-        if not (cancelled or both_const or g > 1):
+        negative_left = lb.is_const() and any(c < 0 for c in la.coeffs())  # x - y < 0
+        if not (cancelled or both_const or negative_left or g > 1):
             return base
         out = self._normal_cmp(t, d, g, e.dtype)
         if isinstance(out, E.IntImm):
@@ -434,7 +435,7 @@ class Rewriter:
 
     def _let(self, e):
         value = self(e.value)
-        if isinstance(value, _IMM | E.Var):
+        if isinstance(value, E.IntImm | E.FloatImm | E.Var):
             from ..ir.functor import substitute
 
             return self(substitute(e.body, {e.var: value}))

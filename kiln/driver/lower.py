@@ -31,6 +31,7 @@ from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.te.tensor import PlaceholderOp, Tensor
 from kiln.tir import passes
+from kiln.tir.thread_binding import unify_thread_extents
 
 Pass = Callable[[Stmt], Stmt]
 
@@ -79,6 +80,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     arg_ops = {t.op for t in tensor_buffers}
     stmt = schedule_to_stmt(sch, bodies, ranges, arg_ops, analyzer)
     _log(debug, "schedule_ops", stmt)
+    stmt = unify_thread_extents(stmt)  # GPU schedules only: a no-op without thread bindings
     stmt = passes.storage_flatten(stmt, tensor_buffers)
     _log(debug, "storage_flatten", stmt)
     for pass_name, fn in passes.PIPELINE:

@@ -87,27 +87,20 @@ class BenchmarkResult:
 
 def _c_string(text: str) -> str:
     """``text`` as a C string literal (one literal per line, concatenated)."""
-    data = text.encode("utf-8", "surrogateescape")
-    out, cur = [], []
-    for b in data:
-        c = chr(b)
-        if c == "\\":
-            cur.append("\\\\")
-        elif c == '"':
-            cur.append('\\"')
-        elif c == "?":
-            cur.append("\\?")
-        elif c == "\n":
-            cur.append("\\n")
-            out.append('"' + "".join(cur) + '"')
-            cur = []
-        elif 32 <= b < 127:
-            cur.append(c)
-        else:
-            cur.append(f"\\{b:03o}")
-    if cur or not out:
-        out.append('"' + "".join(cur) + '"')
+    raw = text.encode("utf-8", "surrogateescape").decode("latin-1")
+    lines = [_C_SPECIAL.sub(_c_escape, line) for line in raw.split("\n")]
+    out = [f'"{line}\\n"' for line in lines[:-1]]
+    out.append(f'"{lines[-1]}"')
     return "\n  ".join(out)
+
+
+_C_SPECIAL = re.compile(r'[\\"?\x00-\x1f\x7f-\xff]')
+
+
+def _c_escape(m: re.Match) -> str:
+    c = m.group()
+    return "\\" + c if c in '\\"?' else f"\\{ord(c):03o}"
+
 
 
 def _metadata_c(source: str, info: dict[str, Any]) -> str:

@@ -37,6 +37,33 @@ def attach_path_vars(stage: Stage) -> set[Var]:
     return out
 
 
+# GPU memory scopes and the thread axes whose loops they are shared across: a shared-memory
+# buffer is one per block, so it must hold what every thread (and virtual thread) of the block
+# reads; a local buffer is per thread. Only used where loops are bound to GPU threads.
+_SHARED_ACROSS = {"shared": ("threadIdx.", "vthread", "cthread"),
+                  "global": ("blockIdx.", "threadIdx.", "vthread", "cthread")}
+
+
+def thread_relaxed_vars(stage: Stage) -> set[Var]:
+    """Loop variables on ``stage``'s attach path that are bound to GPU threads sharing the
+    stage's storage (threadIdx/vthread for ``shared`` scope): bound inference relaxes them."""
+    prefixes = _SHARED_ACROSS.get(stage.scope)
+    out: set[Var] = set()
+    if not prefixes:
+        return out
+    st = stage
+    while st.attach_type == "scope":
+        parent = st.attach_stage
+        pos = parent.leaf_iter_vars.index(st.attach_ivar)
+        for iv in parent.leaf_iter_vars[: pos + 1]:
+            attr = parent.iter_var_attrs.get(iv)
+            thread = attr.bind_thread if attr is not None else None
+            if thread is not None and thread.thread_tag.startswith(prefixes):
+                out.add(iv.var)
+        st = parent
+    return out
+
+
 def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
     found: list[tuple[PrimExpr, ...]] = []
 
@@ -97,7 +124,7 @@ def _needed_region(st: Stage, consumers: list[Stage], bodies: dict,
                    ranges: dict[IterVar, Range], relax: dict[Var, IntervalSet],
                    analyzer: Analyzer) -> list[Range]:
     op = st.op
-    fixed = attach_path_vars(st)
+    fixed = attach_path_vars(st) - thread_relaxed_vars(st)
     relax_map = {v: itv for v, itv in relax.items() if v not in fixed}
     per_dim: list[IntervalSet | None] = [None] * len(op.axis)
     for c in consumers:
