@@ -30,7 +30,8 @@ def conv_pack(oc, ic, nh, nw, kh, kw, ph, pw, toc, tic):
     )
     PackedK = te.compute(
         (oc // toc, ic // tic, kh, kw, tic, toc),
-        lambda oc_out, ic_out, x, y, ic_in, oc_in: K[oc_out * toc + oc_in, ic_out * tic + ic_in, x, y],
+        lambda oc_out, ic_out, x, y, ic_in, oc_in: K[
+            oc_out * toc + oc_in, ic_out * tic + ic_in, x, y],
         name="PackedK",
     )
     return X, K, PaddedX, PackedX, PackedK

@@ -136,8 +136,15 @@ class Analyzer:
             self._tighten_le(d.scale(-1), -1 if t is E.GT else 0)
 
     def _tighten_le(self, d: Lin, k: int) -> None:
-        """Use ``d <= k`` to bound each variable appearing alone in a term of ``d``."""
-        for mk, (coef, atoms) in d.terms.items():
+        """Use ``d <= k`` to bound each variable appearing alone in a term of ``d``.
+
+        Every such variable gets a tighter constant bound; one of them (a bound loop
+        variable if there is one) also gets a symbolic end, e.g. ``i < n`` gives
+        ``i <= n - 1``. Only one, so that the symbolic ends never refer to each other.
+        """
+        symbolic_done = self._symbolic_depth > 0
+        order = sorted(d.terms.items(), key=lambda kv: kv[1][1][0][1] not in self._bounds)
+        for mk, (coef, atoms) in order:
             if len(atoms) != 1 or not isinstance(atoms[0][1], E.Var):
                 continue
             v = atoms[0][1]
@@ -152,14 +159,17 @@ class Analyzer:
                 lo = None if rlo is None else -((k - rlo) // -coef)
                 new = B.intersect(old, (lo, None))
             self._bounds[v] = new
-            if abs(coef) == 1 and rest.terms and self._symbolic_depth == 0:
-                limit = render(Lin.constant(d.dtype, k).sub(rest).scale(coef))
-                cur = self._sym.get(v) or IntervalSet(
-                    neg_inf_or(new[0], d.dtype), pos_inf_or(new[1], d.dtype))
-                if coef > 0 and not _symbolic(cur.max_value):
-                    self._sym[v] = IntervalSet(cur.min_value, limit)
-                elif coef < 0 and not _symbolic(cur.min_value):
-                    self._sym[v] = IntervalSet(limit, cur.max_value)
+            if symbolic_done or abs(coef) != 1 or not rest.terms:
+                continue
+            limit = render(Lin.constant(d.dtype, k).sub(rest).scale(coef))
+            cur = self._sym.get(v) or IntervalSet(
+                neg_inf_or(new[0], d.dtype), pos_inf_or(new[1], d.dtype))
+            if coef > 0 and not _symbolic(cur.max_value):
+                self._sym[v] = IntervalSet(cur.min_value, limit)
+                symbolic_done = True
+            elif coef < 0 and not _symbolic(cur.min_value):
+                self._sym[v] = IntervalSet(limit, cur.max_value)
+                symbolic_done = True
 
     # ==== queries ==========================================================================
     def const_int_bound(self, e) -> ConstIntBound:

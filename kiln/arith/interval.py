@@ -348,7 +348,8 @@ class IntervalEvaluator:
                     if not s.is_single_point():
                         return self._everything(e)
                     pts.append(s.min_value)
-                changes[f] = tuple(pts) if any(p is not x for p, x in zip(pts, v)) else v
+                same = all(p is x for p, x in zip(pts, v, strict=True))
+                changes[f] = v if same else tuple(pts)
         return self._rebuilt_point(e, **changes)
 
     # ---- arithmetic -----------------------------------------------------------------------

@@ -93,38 +93,37 @@ def fold_binary(e, a, b):
 class Rewriter:
     """Simplifies expressions bottom-up; ``cache`` memoizes results per Analyzer state."""
 
+    _TABLE = {
+        E.Var: "_var", E.IntImm: "_leaf", E.FloatImm: "_leaf", E.StringImm: "_leaf",
+        E.Add: "_arith", E.Sub: "_arith", E.Mul: "_arith", E.Div: "_division",
+        E.Mod: "_division", E.FloorDiv: "_division", E.FloorMod: "_division",
+        E.Min: "_minmax", E.Max: "_minmax", E.EQ: "_cmp", E.NE: "_cmp", E.LT: "_cmp",
+        E.LE: "_cmp", E.GT: "_cmp", E.GE: "_cmp", E.And: "_logic", E.Or: "_logic",
+        E.Not: "_not", E.Select: "_select", E.Cast: "_cast", E.Let: "_let", E.Call: "_call",
+        E.Reduce: "_reduce", E.Broadcast: "_generic", E.Ramp: "_generic",
+    }
+    _DISPATCH: dict[type, object] = {}  # node type -> unbound handler, shared by all
+
     def __init__(self, analyzer: Analyzer):
         self.an = analyzer
         self.cache: dict[int, tuple[E.PrimExpr, E.PrimExpr]] = {}
-        self._dispatch: dict[type, object] = {}
-        self._table = {
-            E.Var: self._var, E.IntImm: self._leaf, E.FloatImm: self._leaf,
-            E.StringImm: self._leaf, E.Add: self._arith, E.Sub: self._arith,
-            E.Mul: self._arith, E.Div: self._division, E.Mod: self._division,
-            E.FloorDiv: self._division, E.FloorMod: self._division, E.Min: self._minmax,
-            E.Max: self._minmax, E.EQ: self._cmp, E.NE: self._cmp, E.LT: self._cmp,
-            E.LE: self._cmp, E.GT: self._cmp, E.GE: self._cmp, E.And: self._logic,
-            E.Or: self._logic, E.Not: self._not, E.Select: self._select, E.Cast: self._cast,
-            E.Let: self._let, E.Call: self._call, E.Reduce: self._reduce,
-            E.Broadcast: self._generic, E.Ramp: self._generic,
-        }
 
     def __call__(self, e: E.PrimExpr) -> E.PrimExpr:
         hit = self.cache.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        fn = self._dispatch.get(type(e))
+        fn = self._DISPATCH.get(type(e))
         if fn is None:
-            fn = next((self._table[c] for c in type(e).__mro__ if c in self._table),
-                      self._generic)
-            self._dispatch[type(e)] = fn
-        r = fn(e)
+            name = next((self._TABLE[c] for c in type(e).__mro__ if c in self._TABLE),
+                        "_generic")
+            fn = self._DISPATCH[type(e)] = getattr(Rewriter, name)
+        r = fn(self, e)
         if len(self.cache) > 100_000:
             self.cache.clear()
         self.cache[id(e)] = (e, r)
         return r
 
-    # ---- helpers --------------------------------------------------------------------------
+    # ---- helpers -----------------------------------------------------------------------------
     @staticmethod
     def rebuilt(e, **fields):
         """``e`` itself when no field changed, else a copy with the new fields."""
@@ -135,15 +134,17 @@ class Rewriter:
     def emit(self, lin: Lin, base: E.PrimExpr) -> E.PrimExpr:
         """Render ``lin``; return ``base`` instead when it is the same expression."""
         out = render(lin)
-        if self.an.keys(out) == self.an.keys(base):
+        if _same_tree(out, base):
             out = base
+            if type(base) in (E.Add, E.Sub, E.Mul):
+                _remember_canonical(base)
         self.an.remember_lin(out, lin)
         return out
 
     def same(self, a, b) -> bool:
         return a is b or self.an.keys(a) == self.an.keys(b)
 
-    # ---- leaves ---------------------------------------------------------------------------
+    # ---- leaves ------------------------------------------------------------------------------
     def _leaf(self, e):
         return e
 
@@ -162,7 +163,7 @@ class Rewriter:
                 changes[f] = self(v)
             elif isinstance(v, tuple) and v and all(isinstance(x, E.PrimExpr) for x in v):
                 nv = tuple(self(x) for x in v)
-                changes[f] = v if all(x is y for x, y in zip(nv, v)) else nv
+                changes[f] = v if all(x is y for x, y in zip(nv, v, strict=True)) else nv
         out = self.rebuilt(e, **changes)
         if isinstance(out, E.Broadcast | E.Ramp):
             return self._vector_leaf(out)
@@ -171,6 +172,8 @@ class Rewriter:
     # ---- + - * ------------------------------------------------------------------------------
     def _arith(self, e):
         a, b = self(e.a), self(e.b)
+        if a is e.a and b is e.b and _CANONICAL.get(id(e)) is e:
+            return e
         folded = fold_binary(e, a, b)
         if folded is not None:
             return folded
@@ -235,7 +238,7 @@ class Rewriter:
             return E.Broadcast(e.base, e.lanes)
         return e
 
-    # ---- division ------------------------------------------------------------------------------
+    # ---- division ----------------------------------------------------------------------------
     def _division(self, e):
         a, b = self(e.a), self(e.b)
         folded = fold_binary(e, a, b)
@@ -251,7 +254,7 @@ class Rewriter:
             return E.Broadcast(self(type(e)(a.value, b.value)), a.lanes)
         return base
 
-    # ---- min / max ------------------------------------------------------------------------------
+    # ---- min / max ---------------------------------------------------------------------------
     def _minmax(self, e):
         a, b = self(e.a), self(e.b)
         folded = fold_binary(e, a, b)
@@ -281,7 +284,7 @@ class Rewriter:
             return self(type(e)(a.a, E.IntImm(e.dtype, c)))
         return base
 
-    # ---- comparisons ------------------------------------------------------------------------------
+    # ---- comparisons -------------------------------------------------------------------------
     def _cmp(self, e):
         a, b = self(e.a), self(e.b)
         t = type(e)
@@ -378,7 +381,7 @@ class Rewriter:
         self.an.remember_lin(right, neg)
         return t(left, right)
 
-    # ---- logic ------------------------------------------------------------------------------
+    # ---- logic -------------------------------------------------------------------------------
     def _logic(self, e):
         a, b = self(e.a), self(e.b)
         is_and = type(e) is E.And
@@ -387,14 +390,22 @@ class Rewriter:
                 return y if bool(x.value) == is_and else x
         if self.same(a, b):
             return a
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, E.Not) and self.same(y.a, x):
-                return _false(e.dtype) if is_and else _true(e.dtype)
+        if self._negations(a, b):
+            return _false(e.dtype) if is_and else _true(e.dtype)
         base = self.rebuilt(e, a=a, b=b)
         known = self.an.fact(base)
         if known is not None:
             return E.IntImm(e.dtype, int(known))
         return base
+
+    def _negations(self, a, b) -> bool:
+        """``b`` is ``!a`` (or ``a``'s integer comparison flipped, as ``_not`` writes it)."""
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, E.Not) and self.same(y.a, x):
+                return True
+        neg = _NEGATE.get(type(a))
+        return neg is not None and type(b) is neg and dt.is_integer(a.a.dtype) and \
+            self.same(a.a, b.a) and self.same(a.b, b.b)
 
     def _not(self, e):
         a = self(e.a)
@@ -407,7 +418,7 @@ class Rewriter:
             return self(neg(a.a, a.b))
         return self.rebuilt(e, a=a)
 
-    # ---- select / cast / let / call ----------------------------------------------------------------
+    # ---- select / cast / let / call ----------------------------------------------------------
     def _select(self, e):
         c = self(e.condition)
         if isinstance(c, E.IntImm):
@@ -466,6 +477,40 @@ class Rewriter:
                 if isinstance(iv, E.IterVar) and iv.dom is not None:
                     self.an.bind(iv.var, iv.dom)
             return self._generic(e)
+
+
+# Integer sums/products known to be their own canonical form given their (unchanged)
+# children. That property does not depend on any Analyzer's facts, so it is shared: index
+# expressions simplified by one pass are not re-rendered by the next.
+_CANONICAL: dict[int, E.PrimExpr] = {}
+
+
+def _remember_canonical(e: E.PrimExpr) -> None:
+    if len(_CANONICAL) > 200_000:
+        _CANONICAL.clear()
+    _CANONICAL[id(e)] = e
+
+
+def _same_tree(a, b) -> bool:
+    """Structural equality with early exit (variables by identity)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b) or a.dtype != b.dtype:
+        return False
+    if t is E.IntImm or t is E.FloatImm:
+        return a.value == b.value
+    if isinstance(a, E.Var):
+        return False
+    if isinstance(a, E.BinaryOp):
+        return _same_tree(a.a, b.a) and _same_tree(a.b, b.b)
+    return _structural_equal(a, b)
+
+
+def _structural_equal(a, b) -> bool:
+    from ..ir.structural import structural_equal
+
+    return structural_equal(a, b)
 
 
 def _zero(like: E.PrimExpr) -> E.PrimExpr:

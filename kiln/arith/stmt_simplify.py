@@ -137,7 +137,7 @@ class StmtSimplifier(Mutator):
 
     def visit_SeqStmt(self, s: S.SeqStmt):
         new = [self.visit(x) for x in s.seq]
-        if all(a is b for a, b in zip(new, s.seq)):
+        if all(a is b for a, b in zip(new, s.seq, strict=True)):
             return s
         return S.seq(*new)
 
@@ -151,7 +151,7 @@ class StmtSimplifier(Mutator):
 
     def visit_ProducerRealize(self, s: S.ProducerRealize):
         bounds = tuple(self._range(r) for r in s.bounds)
-        if all(a is b for a, b in zip(bounds, s.bounds)):
+        if all(a is b for a, b in zip(bounds, s.bounds, strict=True)):
             bounds = s.bounds
         cond = self.visit(s.condition) if isinstance(s.condition, E.PrimExpr) else s.condition
         body = self.visit(s.body)

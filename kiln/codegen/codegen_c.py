@@ -367,6 +367,15 @@ class CSourceWriter:
         self.emit("}")
 
     def s_Allocate(self, s: S.Allocate):
+        # each allocation gets its own C block: loop partitioning can place two copies of the
+        # same allocation side by side
+        self.emit("{")
+        self.indent += 1
+        self._allocate(s)
+        self.indent -= 1
+        self.emit("}")
+
+    def _allocate(self, s: S.Allocate):
         name = self.names.get(s.buffer_var)
         ct = c_scalar(s.dtype)
         size_expr = s.extents[0]

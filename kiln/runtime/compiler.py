@@ -232,6 +232,24 @@ def _compile_error(
     return CompileError("\n".join(msg))
 
 
+def _workaround_flags(command: tuple[str, ...]) -> list[str]:
+    """Flags that avoid known miscompilations of the compiler in use.
+
+    GCC 12 at -O3 with AVX2/AVX-512 if-converts guarded loads in a loop nest such as
+    ``P[o*5+i] = (o*5+i < 10 || o*5+i >= 47) ? 0 : A[o*5+i-10]`` into wrong code (zeros are
+    stored); kiln's padding stages produce exactly this shape, so tree loop if-conversion is
+    turned off for GCC 12 (tests/runtime/test_compiler_workarounds.py has the reproducer).
+    """
+    try:
+        version = compiler_version(command)
+    except Exception:  # noqa: BLE001 - the version is advisory only
+        return []
+    first = version.splitlines()[0] if version else ""
+    if ("gcc" in first.lower() or "GCC" in first) and re.search(r"\s12\.\d+\.\d+", first):
+        return ["-fno-tree-loop-if-convert"]
+    return []
+
+
 def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "lib") -> str:
     """Compile C ``source`` into a shared library and return its path.
 
@@ -240,7 +258,7 @@ def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "
     the compiler rejects the source (the message quotes the offending source lines).
     """
     command = _compiler_command()
-    all_flags = build_flags(flags)
+    all_flags = build_flags(flags) + _workaround_flags(command)
     key = _cache_key(source, command, all_flags)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "lib"
     directory = cache_dir()

@@ -100,7 +100,20 @@ def register_device_allocator(device_type: int, allocator: DeviceAllocator | Non
 
 def device_allocator(device_type: int) -> DeviceAllocator | None:
     """The allocator registered for ``device_type``, or None."""
-    return _ALLOCATORS.get(device_type)
+    alloc = _ALLOCATORS.get(device_type)
+    if alloc is None and device_type == 2:
+        alloc = _load_cuda_backend()
+    return alloc
+
+
+def _load_cuda_backend() -> DeviceAllocator | None:
+    """Hook for the CUDA backend: importing kiln.runtime.cuda_driver registers its allocator
+    when NVIDIA's cuda-bindings are installed (kiln[cuda])."""
+    try:
+        from . import cuda_driver  # noqa: F401
+    except ImportError:
+        return None
+    return _ALLOCATORS.get(2)
 
 
 def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -138,7 +151,7 @@ class NDArray:
             self._data: np.ndarray | None = _aligned_empty(self._shape, self._dtype)
             self._ptr = int(self._data.ctypes.data)
         else:
-            alloc = _ALLOCATORS.get(device.device_type)
+            alloc = device_allocator(device.device_type)
             if alloc is None:
                 what = "CUDA" if device.device_type == 2 else f"device type {device.device_type}"
                 raise TVMError(

@@ -309,7 +309,7 @@ class Stage:
         if not self.schedule._reads_transitively(parent, self):
             raise ScheduleError(
                 f"compute_at on stage '{self.name}': stage '{parent.name}' does not consume "
-                f"'{self.name}' (directly or through inlined stages); compute a stage at a "
+                f"'{self.name}' (directly or through other stages); compute a stage at a "
                 f"consumer's loop")
         self.attach_type = "scope"
         self.attach_stage = parent
@@ -411,7 +411,8 @@ class Schedule:
         return out
 
     def _reads_transitively(self, consumer: Stage, producer: Stage) -> bool:
-        """True if consumer reads producer directly or through inlined stages."""
+        """True if consumer reads producer directly or through other stages (as TVM allows:
+        the book attaches a shared cache at a loop of the stage that reads its local copy)."""
         todo = [t.op for t in consumer.op.input_tensors]
         seen = set()
         while todo:
@@ -421,9 +422,7 @@ class Schedule:
             if op in seen:
                 continue
             seen.add(op)
-            st = self.stage_map.get(op)
-            if st is not None and st.attach_type == "inline":
-                todo.extend(t.op for t in op.input_tensors)
+            todo.extend(t.op for t in op.input_tensors)
         return False
 
     # cache_read / cache_write / rfactor live in kiln.te.schedule_dataflow

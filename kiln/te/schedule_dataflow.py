@@ -81,7 +81,13 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     from .operation import compute
 
     cache = compute(src.shape, lambda *i: src[i], name=f"{src.name}.{scope}")
-    _replace_dataflow(sch, {src: cache}, only=set(reader_stages))
+    vmap = {src: cache}
+    _replace_dataflow(sch, vmap, only=set(reader_stages))
+    # the readers are new operations now: their own consumers (e.g. the stage that copies a
+    # cache_write result back) must read the new ones
+    del vmap[src]
+    if vmap:
+        _replace_dataflow(sch, vmap)
     _insert_stage(sch, cache.op, after=sch[tensor], scope=scope)
     return cache
 

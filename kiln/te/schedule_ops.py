@@ -154,7 +154,10 @@ class _Builder:
         body = self._guard(st, seq(*stores), values, list(st.op.axis), leaves)
         body = substitute(body, fresh)
         for iv in reversed(inner):
-            body = For(fresh[iv.var], 0, self.ranges[iv].extent, ForKind.SERIAL, body)
+            attr = st.iter_var_attrs.get(iv)
+            kind = _KIND[attr.kind] if attr and attr.kind in ("vectorize", "unroll") else \
+                ForKind.SERIAL
+            body = For(fresh[iv.var], 0, self.ranges[iv].extent, kind, body)
         return body
 
     # ---- guards -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ SETTINGS = settings(max_examples=int(os.environ.get("KILN_ARITH_EXAMPLES", "150"
 # ---- scenario 1: constant ranges, exhaustive ------------------------------------------------
 X, Y, Z = E.Var("x"), E.Var("y"), E.Var("z")
 RANGES = {X: (-3, 4), Y: (0, 5), Z: (1, 3)}
-POINTS = [dict(zip(RANGES, vals)) for vals in
+POINTS = [dict(zip(RANGES, vals, strict=True)) for vals in
           itertools.product(*(range(lo, hi + 1) for lo, hi in RANGES.values()))]
 
 

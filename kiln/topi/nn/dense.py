@@ -1,0 +1,69 @@
+"""Fully connected layers and batched matrix products."""
+
+from __future__ import annotations
+
+from kiln import te
+from kiln.ir import dtype as dt
+
+from .. import tag
+from ..utils import get_const_int, is_const_int
+from .conv2d import _cast
+
+
+def dense(data, weight, bias=None, out_dtype=None):
+    """``out[i, j] = sum_k data[i, k] * weight[j, k] (+ bias[j])`` with data ``[M, K]``,
+    weight ``[N, K]`` (tag ``"dense"``; the bias add is a ``"broadcast"`` stage)."""
+    if data.ndim != 2 or weight.ndim != 2:
+        raise ValueError("dense: data and weight must be 2-D")
+    out_dtype = dt.normalize(out_dtype or data.dtype)
+    m, kd = data.shape
+    n, kw = weight.shape
+    if is_const_int(kd) and is_const_int(kw) and get_const_int(kd) != get_const_int(kw):
+        raise ValueError(f"dense: data has {get_const_int(kd)} features, weight "
+                         f"{get_const_int(kw)}")
+    k = te.reduce_axis((0, kd), name="k")
+    out = te.compute(
+        (m, n), lambda i, j: te.sum(_cast(data[i, k], out_dtype) * _cast(weight[j, k],
+                                                                          out_dtype), axis=k),
+        name="T_dense", tag="dense")
+    if bias is not None:
+        out = te.compute((m, n), lambda i, j: out[i, j] + _cast(bias[j], out_dtype),
+                         name="T_add", tag=tag.BROADCAST)
+    return out
+
+
+def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=False,
+                 transpose_b=True):
+    """``out[b, i, j] = sum_k A[b, i, k] * B[b, j, k]`` (the default ``transpose_b=True``;
+    ``transpose_a``/``transpose_b`` choose ``[B, K, M]``/``[B, K, N]`` instead). A batch of 1
+    broadcasts (tag ``"batch_matmul"``)."""
+    a, b = tensor_a, tensor_b
+    if a.ndim != 3 or b.ndim != 3:
+        raise ValueError("batch_matmul: both tensors must be 3-D")
+    out_dtype = dt.normalize(out_dtype or a.dtype)
+    ba, m, ka = (a.shape[0], a.shape[2], a.shape[1]) if transpose_a else a.shape
+    bb, n, kb = (b.shape[0], b.shape[1], b.shape[2]) if transpose_b else (
+        b.shape[0], b.shape[2], b.shape[1])
+    for x, y, what in ((ka, kb, "reduction"), (ba, bb, "batch")):
+        if is_const_int(x) and is_const_int(y):
+            xv, yv = get_const_int(x), get_const_int(y)
+            if xv != yv and not (what == "batch" and 1 in (xv, yv)):
+                raise ValueError(f"batch_matmul: {what} dimensions differ ({xv} vs {yv})")
+    a_one = is_const_int(ba) and get_const_int(ba) == 1
+    b_one = is_const_int(bb) and get_const_int(bb) == 1
+    batch = bb if a_one else ba
+    if oshape is not None:
+        batch, m, n = oshape
+    k = te.reduce_axis((0, ka), name="k")
+
+    def f(bi, i, j):
+        ia = 0 if a_one else bi
+        ib = 0 if b_one else bi
+        x = a[ia, k, i] if transpose_a else a[ia, i, k]
+        y = b[ib, j, k] if transpose_b else b[ib, k, j]
+        return te.sum(_cast(x, out_dtype) * _cast(y, out_dtype), axis=k)
+
+    return te.compute((batch, m, n), f, name="T_batch_matmul", tag="batch_matmul")
+
+
+__all__ = ["dense", "batch_matmul"]

@@ -1,0 +1,60 @@
+"""Activation functions: relu, leaky_relu, prelu, gelu."""
+
+from __future__ import annotations
+
+import math
+
+from kiln import te, tir
+from kiln.ir.expr import Select, make_const
+
+from .. import tag
+
+
+def relu(x):
+    """``max(x, 0)``."""
+    return te.compute(x.shape, lambda *i: tir.max(x(*i), make_const(0, x.dtype)),
+                      name="T_relu", tag=tag.ELEMWISE)
+
+
+def leaky_relu(x, alpha):
+    """``x`` where positive, ``alpha * x`` elsewhere."""
+
+    def f(*i):
+        v = x(*i)
+        return Select(v > make_const(0, v.dtype), v, v * make_const(alpha, v.dtype))
+
+    return te.compute(x.shape, f, name="T_leaky_relu", tag=tag.ELEMWISE)
+
+
+def prelu(x, slope, axis=1):
+    """``x`` where positive, ``slope[c] * x`` elsewhere (``c`` the index along ``axis``)."""
+    if slope.ndim != 1:
+        raise ValueError("prelu: slope must be 1-D")
+    axis = axis % x.ndim
+
+    def f(*i):
+        v = x(*i)
+        return Select(v > make_const(0, v.dtype), v, v * slope[i[axis]])
+
+    return te.compute(x.shape, f, name="T_prelu", tag=tag.BROADCAST)
+
+
+def gelu(x, approximate="none"):
+    """Gaussian error linear unit: ``0.5 x (1 + erf(x / sqrt 2))``; with
+    ``approximate="tanh"``, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+
+    def f(*i):
+        v = x(*i)
+        half, one = make_const(0.5, v.dtype), make_const(1.0, v.dtype)
+        if approximate == "tanh":
+            c = make_const(math.sqrt(2.0 / math.pi), v.dtype)
+            inner = c * (v + make_const(0.044715, v.dtype) * v * v * v)
+            return half * v * (one + tir.tanh(inner))
+        if approximate != "none":
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return half * v * (one + tir.erf(v * make_const(1.0 / math.sqrt(2.0), v.dtype)))
+
+    return te.compute(x.shape, f, name="T_gelu", tag=tag.ELEMWISE)
+
+
+__all__ = ["relu", "leaky_relu", "prelu", "gelu"]

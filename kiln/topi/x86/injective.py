@@ -1,0 +1,75 @@
+"""x86 schedules of injective operators: parallel outer loops, vectorized inner loop."""
+
+from __future__ import annotations
+
+from kiln import te
+from kiln.te.tensor import ComputeOp, Tensor
+
+from ..utils import as_list
+from ._common import (
+    PARALLEL_MIN_ELEMS, const_extent, fuse_parallel, inline_injective, is_pow2, lanes, numel,
+    num_threads,
+)
+
+
+def schedule_injective_from_existing(sch, out):
+    """Schedule the injective stage of ``out`` in ``sch``: the inner axes (fused while
+    shorter than a vector) split by the vector width and vectorized, the outer loops fused
+    into one parallel loop when the tensor is big enough. Returns ``sch``."""
+    op = out.op if isinstance(out, Tensor) else out
+    if not isinstance(op, ComputeOp) or op.reduce_axis:
+        return sch
+    st = sch[op]
+    axes = list(op.axis)
+    if not axes:
+        return sch
+    exts = [const_extent(a) for a in axes]
+    width = lanes(op.output(0).dtype)
+    # fuse trailing axes while the innermost is shorter than a vector
+    k = len(axes) - 1
+    inner_ext = exts[k]
+    while (k > 0 and inner_ext is not None and inner_ext < width and exts[k - 1] is not None):
+        k -= 1
+        inner_ext *= exts[k]
+    if k < len(axes) - 1:
+        inner = st.fuse(*axes[k:])
+        axes, exts = axes[:k] + [inner], exts[:k] + [inner_ext]
+    outer_axes, outer_exts = axes[:-1], exts[:-1]
+    last, elast = axes[-1], exts[-1]
+    if elast is not None and elast >= width:
+        xo, xi = st.split(last, factor=width)
+        st.vectorize(xi)
+        outer_axes = outer_axes + [xo]
+        outer_exts = outer_exts + [-(-elast // width)]
+    elif elast is not None and is_pow2(elast) and elast > 1:
+        st.vectorize(last)
+    else:
+        outer_axes = outer_axes + [last]
+        outer_exts = outer_exts + [elast]
+    total = numel(op)
+    if outer_axes and (total is None or total >= PARALLEL_MIN_ELEMS):
+        fuse_parallel(st, outer_axes, outer_exts, min_extent=4 * num_threads())
+    return sch
+
+
+def schedule_injective(outs):
+    """Injective operators (elementwise, broadcast, reshape, transpose, concatenate, pad,
+    batch norm ...): intermediate injective stages inlined, each output parallel over its
+    outer loops and vectorized along the innermost."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s, outs)
+    for t in outs:
+        schedule_injective_from_existing(s, t)
+    return s
+
+
+schedule_elemwise = schedule_injective
+schedule_broadcast = schedule_injective
+schedule_batch_norm = schedule_injective
+
+
+__all__ = [
+    "schedule_injective", "schedule_injective_from_existing", "schedule_elemwise",
+    "schedule_broadcast", "schedule_batch_norm",
+]

@@ -1,0 +1,22 @@
+"""A GCC 12 miscompilation of guarded loads (if-conversion) must not reach kiln's results."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+from kiln import te
+
+
+def test_split_padding_stage_with_guarded_loads():
+    n, pad, factor = 37, 10, 5
+    A = te.placeholder((n,), name="A")
+    P = te.compute((n + 2 * pad,), lambda i: te.if_then_else(
+        te.any(i < pad, i >= n + pad), 0.0, A[i - pad]), name="P")
+    s = te.create_schedule(P.op)
+    s[P].split(P.op.axis[0], factor=factor)
+    mod = kiln.build(s, [A, P])
+    a = np.arange(1, n + 1, dtype="float32")
+    p = kiln.nd.empty((n + 2 * pad,))
+    mod(kiln.nd.array(a), p)
+    np.testing.assert_array_equal(p.numpy(), np.pad(a, pad))
