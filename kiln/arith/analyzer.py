@@ -20,7 +20,8 @@ from ..ir import expr as E
 from . import bound as B
 from .bound import ConstIntBound, is_int_scalar
 from .const_bound import ConstBoundWalker
-from .interval import IntervalEvaluator, IntervalSet, _Infinity, simplify_set
+from .interval import IntervalSet, _Infinity, neg_inf, pos_inf, simplify_set
+from .interval_eval import IntervalEvaluator
 from .linear import KeyCache, Lin, render
 from .modular import ModularSet, ModularWalker
 from .rewrite import Rewriter
@@ -312,13 +313,9 @@ def _symbolic(x) -> bool:
 
 
 def neg_inf_or(v, dtype):
-    from .interval import neg_inf
-
     return neg_inf if v is None else E.IntImm(dtype, v)
 
 
 def pos_inf_or(v, dtype):
-    from .interval import pos_inf
-
     return pos_inf if v is None else E.IntImm(dtype, v)
 

@@ -21,10 +21,6 @@ def _tdiv(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def _int_or_float(dtype: str, fi, ff):
-    return fi if dt.is_integer(dtype) else ff
-
-
 _BIN = {
     E.Add: lambda a, b, t: a + b,
     E.Sub: lambda a, b, t: a - b,

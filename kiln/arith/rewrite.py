@@ -13,13 +13,12 @@ import math
 from math import gcd
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..ir.functor import rebuild
+from ..ir.functor import collect_vars, rebuild, substitute
 from . import divmod as DM
-from .bound import is_int_scalar, wrap_int
+from .bound import is_int_scalar
+from .fold import CMP_FOLD, fold_binary, fold_cast
 from .linear import Lin, render
 
 if TYPE_CHECKING:
@@ -36,58 +35,6 @@ def _true(dtype: str = "bool") -> E.IntImm:
 
 def _false(dtype: str = "bool") -> E.IntImm:
     return E.IntImm(dtype, 0)
-
-
-def fold_float(value: float, dtype: str) -> E.FloatImm:
-    """A float constant rounded to the precision of ``dtype``."""
-    d = dt.parse(dtype)
-    if d.bits in (16, 32) and math.isfinite(value):
-        with np.errstate(over="ignore"):
-            value = float(np.float16(value) if d.bits == 16 else np.float32(value))
-    return E.FloatImm(dtype, value)
-
-
-def _trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def _trunc_mod(a: int, b: int) -> int:
-    return a - b * _trunc_div(a, b)
-
-
-_INT_FOLD = {
-    E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
-    E.Div: lambda a, b: _trunc_div(a, b) if b else None,
-    E.Mod: lambda a, b: _trunc_mod(a, b) if b else None,
-    E.FloorDiv: lambda a, b: a // b if b else None,
-    E.FloorMod: lambda a, b: a % b if b else None,
-    E.Min: min, E.Max: max,
-}
-_FLOAT_FOLD = {
-    E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
-    E.Div: lambda a, b: a / b if b else None,
-    E.FloorDiv: lambda a, b: float(math.floor(a / b)) if b else None,
-    E.Min: lambda a, b: None if math.isnan(a) or math.isnan(b) else min(a, b),
-    E.Max: lambda a, b: None if math.isnan(a) or math.isnan(b) else max(a, b),
-}
-_CMP_FOLD = {
-    E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
-    E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b,
-}
-
-
-def fold_binary(e, a, b):
-    """Fold ``type(e)(a, b)`` of two constants, or None."""
-    if isinstance(a, E.IntImm) and isinstance(b, E.IntImm) and dt.is_integer(e.dtype):
-        fn = _INT_FOLD.get(type(e))
-        v = fn(a.value, b.value) if fn else None
-        return None if v is None else E.IntImm(e.dtype, v)
-    if isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm):
-        fn = _FLOAT_FOLD.get(type(e))
-        v = fn(a.value, b.value) if fn else None
-        return None if v is None else fold_float(v, e.dtype)
-    return None
 
 
 class Rewriter:
@@ -289,7 +236,7 @@ class Rewriter:
         a, b = self(e.a), self(e.b)
         t = type(e)
         if isinstance(a, _IMM) and isinstance(b, _IMM):
-            return E.IntImm(e.dtype, int(_CMP_FOLD[t](a.value, b.value)))
+            return E.IntImm(e.dtype, int(CMP_FOLD[t](a.value, b.value)))
         base = self.rebuilt(e, a=a, b=b)
         if not is_int_scalar(a.dtype):
             return base
@@ -320,7 +267,7 @@ class Rewriter:
     def _decide(self, t, d: Lin) -> bool | None:
         """Truth of ``d OP 0`` when the bounds of ``d`` decide it."""
         if d.is_const():
-            return _CMP_FOLD[t](d.const, 0)
+            return CMP_FOLD[t](d.const, 0)
         if t in (E.EQ, E.NE):
             g = 0
             for c in d.coeffs():
@@ -388,8 +335,11 @@ class Rewriter:
         for x, y in ((a, b), (b, a)):
             if isinstance(x, E.IntImm):
                 return y if bool(x.value) == is_and else x
-        if self.same(a, b):
-            return a
+        op = type(e)
+        if any(self.same(p, b) for p in _flatten(a, op)):
+            return a  # (p && q) && q -> p && q
+        if any(self.same(p, a) for p in _flatten(b, op)):
+            return b
         if self._negations(a, b):
             return _false(e.dtype) if is_and else _true(e.dtype)
         base = self.rebuilt(e, a=a, b=b)
@@ -433,7 +383,7 @@ class Rewriter:
         if v.dtype == e.dtype:
             return v
         if isinstance(v, _IMM) and dt.lanes(e.dtype) == 1:
-            out = _fold_cast(v, e.dtype)
+            out = fold_cast(v, e.dtype)
             if out is not None:
                 return out
         if isinstance(v, E.Cast) and dt.is_integer(e.dtype) and v.value.dtype == e.dtype and \
@@ -447,14 +397,10 @@ class Rewriter:
     def _let(self, e):
         value = self(e.value)
         if isinstance(value, E.IntImm | E.FloatImm | E.Var):
-            from ..ir.functor import substitute
-
             return self(substitute(e.body, {e.var: value}))
         with self.an.scope():
             self.an.bind(e.var, value)
             body = self(e.body)
-        from ..ir.functor import collect_vars
-
         if e.var not in collect_vars(body):
             return body
         return self.rebuilt(e, value=value, body=body)
@@ -477,6 +423,13 @@ class Rewriter:
                 if isinstance(iv, E.IterVar) and iv.dom is not None:
                     self.an.bind(iv.var, iv.dom)
             return self._generic(e)
+
+
+def _flatten(e, op) -> list:
+    """The operands of a chain of ``op`` (And or Or)."""
+    if type(e) is not op:
+        return [e]
+    return _flatten(e.a, op) + _flatten(e.b, op)
 
 
 # Integer sums/products known to be their own canonical form given their (unchanged)
@@ -515,17 +468,3 @@ def _structural_equal(a, b) -> bool:
 
 def _zero(like: E.PrimExpr) -> E.PrimExpr:
     return E.make_const(0, like.dtype)
-
-
-def _fold_cast(v, dtype: str):
-    d = dt.parse(dtype)
-    if d.code == "float":
-        return fold_float(float(v.value), dtype)
-    if d.code in ("int", "uint", "bool"):
-        x = v.value
-        if isinstance(v, E.FloatImm):
-            if not math.isfinite(x):
-                return None
-            x = int(x)  # truncation toward zero, as in C
-        return E.IntImm(dtype, wrap_int(x, dtype))
-    return None

@@ -172,9 +172,18 @@ class CUDASourceWriter(CSourceWriter):
         self.stmt(s.body)
 
 
+# C++ / CUDA words a variable must not be spelled as (C's are kept out by _Names itself)
+_CUDA_RESERVED = {"half", "bool", "true", "false", "threadIdx", "blockIdx", "blockDim",
+                  "gridDim", "warpSize", "new", "delete", "class", "template", "this",
+                  "namespace", "operator", "private", "public", "protected", "virtual",
+                  "friend", "using", "typename", "kiln_min", "kiln_max", "INFINITY", "NAN",
+                  "nullptr", "explicit", "mutable", "catch", "throw", "try"}
+
+
 def kernel_source(kernel: Kernel) -> str:
     """``extern "C" __global__`` definition of one kernel."""
     names = _Names()
+    names.used |= _CUDA_RESERVED
     sig: list[str] = []
     for p in kernel.params:  # parameters first, so they keep their own spelling
         name = names.get(p.var)

@@ -132,7 +132,7 @@ class _ArgChecker:
                 bound.add(p)
             else:
                 self.steps.append(self._tensor_step(k, p, buf, bound, deferred))
-        for k, d, shape_expr, what in deferred:
+        for _k, _d, shape_expr, what in deferred:
             missing = [v for v in collect_vars(shape_expr) if v not in bound]
             if missing:
                 raise TVMError(

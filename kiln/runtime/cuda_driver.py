@@ -338,6 +338,7 @@ class CUDAAllocator:
 
 
 _WORKSPACES: dict[tuple[int, int], int] = {}
+_WORKSPACE_SIZES: dict[tuple[int, int], int] = {}
 
 
 def workspace(device_id: int, nbytes: int, slot: int) -> int:
@@ -354,9 +355,6 @@ def workspace(device_id: int, nbytes: int, slot: int) -> int:
         _WORKSPACES[key] = ptr
         _WORKSPACE_SIZES[key] = nbytes
     return ptr
-
-
-_WORKSPACE_SIZES: dict[tuple[int, int], int] = {}
 
 
 if _DRIVER is not None:
@@ -392,17 +390,17 @@ class CUDAKernel:
                shared_bytes: int = 0) -> None:
         st = self.state
         threads = block[0] * block[1] * block[2]
-        if threads > st.max_threads or any(b > m for b, m in zip(block, st.max_block)):
+        if threads > st.max_threads or any(b > m for b, m in zip(block, st.max_block, strict=True)):
             raise TVMError(
                 f"{self.name}: block of {block[0]} x {block[1]} x {block[2]} = {threads} threads "
                 f"exceeds the limits of {st.name} (at most {st.max_threads} threads per block, "
                 f"{st.max_block[0]} x {st.max_block[1]} x {st.max_block[2]})")
         if any(g < 1 for g in grid) or any(b < 1 for b in block):
             return  # an empty launch: nothing to compute
-        if any(g > m for g, m in zip(grid, st.max_grid)):
+        if any(g > m for g, m in zip(grid, st.max_grid, strict=True)):
             raise TVMError(f"{self.name}: grid {tuple(grid)} exceeds the device's limit "
                            f"{st.max_grid}")
-        for slot, v, half in zip(self._values, args, self._float16):
+        for slot, v, half in zip(self._values, args, self._float16, strict=True):
             slot.value = int(np.float16(v).view(np.uint16)) if half else v
         _check(_driver().cuLaunchKernel(self.handle, grid[0], grid[1], grid[2], block[0],
                                         block[1], block[2], shared_bytes, 0,

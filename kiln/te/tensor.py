@@ -146,6 +146,39 @@ class Tensor:
     def __iter__(self):
         raise TypeError("a Tensor is not iterable; index it with A[i, ...] inside te.compute")
 
+    # Tensor arithmetic builds broadcasting topi operators, as TVM's Tensor does.
+    def _topi(self, name: str, other, reverse: bool = False):
+        from kiln import topi
+
+        fn = getattr(topi, name, None)
+        if fn is None:
+            raise NotImplementedError(f"Tensor arithmetic needs kiln.topi.{name}")
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, other):
+        return self._topi("add", other)
+
+    def __radd__(self, other):
+        return self._topi("add", other, reverse=True)
+
+    def __sub__(self, other):
+        return self._topi("subtract", other)
+
+    def __rsub__(self, other):
+        return self._topi("subtract", other, reverse=True)
+
+    def __mul__(self, other):
+        return self._topi("multiply", other)
+
+    def __rmul__(self, other):
+        return self._topi("multiply", other, reverse=True)
+
+    def __truediv__(self, other):
+        return self._topi("divide", other)
+
+    def __rtruediv__(self, other):
+        return self._topi("divide", other, reverse=True)
+
 
 class TensorSlice:
     """``A[i]`` of a tensor with more dimensions: index it further to get an element."""

@@ -84,7 +84,7 @@ def op_pattern(x) -> int:
         return PATTERN_BROADCAST
     if first == INJECTIVE:
         return PATTERN_INJECTIVE
-    if first == COMM_REDUCE:
+    if first in (COMM_REDUCE, COMM_REDUCE_IDX):
         return PATTERN_COMM_REDUCE
     if first in OUT_ELEMWISE_FUSABLE_TAGS:
         return PATTERN_OUT_ELEMWISE_FUSABLE

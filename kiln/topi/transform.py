@@ -401,7 +401,8 @@ def matmul(a, b, transp_a=False, transp_b=False):
         y = b[j, k] if transp_b else b[k, j]
         return te.sum(x * y, axis=k)
 
-    return te.compute((m, n), f, name="T_matmul", tag="matmul")
+    return te.compute((m, n), f, name="T_matmul", tag="matmul",
+                      attrs={"transpose_a": bool(transp_a), "transpose_b": bool(transp_b)})
 
 
 __all__ = [

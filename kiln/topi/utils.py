@@ -105,6 +105,12 @@ def normalize_axis(axis, ndim: int, allow_none: bool = True) -> list[int]:
     return sorted(out)
 
 
+def input_tensors(op) -> list[Tensor]:
+    """The tensors ``op`` reads (``op.input_tensors``, a property as in TVM)."""
+    it = op.input_tensors
+    return list(it() if callable(it) else it)
+
+
 def as_list(outs) -> list[Tensor]:
     """``outs`` (a tensor, an operation, or a list of them) as a list of tensors."""
     if isinstance(outs, Tensor):
@@ -126,7 +132,7 @@ def all_ops(outs) -> list[Operation]:
         if id(op) in seen:
             return
         seen.add(id(op))
-        for t in op.input_tensors():
+        for t in input_tensors(op):
             visit(t.op)
         order.append(op)
 
@@ -151,7 +157,7 @@ def traverse_inline(s, final_op: Operation, callback: Callable[[Operation], None
             if not st.is_output and st.attach_type == "root":
                 st.compute_inline()
         callback(op)
-        for t in op.input_tensors():
+        for t in input_tensors(op):
             visit(t.op)
 
     visit(final_op)
@@ -164,6 +170,6 @@ def find_tagged(outs, predicate) -> list[Operation]:
 
 __all__ = [
     "simplify", "is_const_int", "get_const_int", "get_const_tuple", "const_shape", "prod",
-    "ravel_index", "unravel_index", "normalize_axis", "as_list", "all_ops",
+    "ravel_index", "unravel_index", "normalize_axis", "input_tensors", "as_list", "all_ops",
     "traverse_inline", "find_tagged",
 ]

@@ -237,6 +237,8 @@ def test_logic():
     assert text(E.Not(E.EQ(x, y))) == "(x != y)"
     assert text(E.Not(E.Not(x < y))) == "(x < y)"
     assert text(E.And(x < y, x < y)) == "(x < y)"
+    assert text(E.And(E.And(x < y, y < 3), x < y)) == "((x < y) && (y < 3))"
+    assert text(E.Or(x < y, E.Or(y < 3, x < y))) == "((y < 3) || (x < y))"
     assert text(E.And(x < y, E.Not(x < y))) == "False"
     assert text(E.Or(E.Not(x < y), x < y)) == "True"
     fx = Var("fx", "float32")

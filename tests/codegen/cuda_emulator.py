@@ -96,7 +96,7 @@ def _compile(source: str) -> ctypes.CDLL:
     os.makedirs(d, exist_ok=True)
     so = os.path.join(d, f"emu_{h}.so")
     if not os.path.exists(so):
-        src = os.path.join(d, f"emu_{h}.cc")
+        src = os.path.join(d, f"emu_{h}.{os.getpid()}.cc")  # per process: xdist workers
         with open(src, "w") as f:
             f.write(source)
         tmp = so + f".{os.getpid()}"

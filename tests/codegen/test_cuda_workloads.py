@@ -37,7 +37,7 @@ def test_gpu_workload(make):
     w = make()
     mod = kiln.build(w.sched, w.args, target="cuda", name=w.name)
     src = mod.imported_modules[0].get_source()
-    assert f'extern "C" __global__' in src and f"{w.name}_kernel0" in src
+    assert 'extern "C" __global__' in src and f"{w.name}_kernel0" in src
     for arch in ("sm_80", "sm_90"):
         assert len(compile_source(src, arch)) > 0
     dev = kiln.cuda(0)

@@ -25,7 +25,7 @@ def dense(data, weight, bias=None, out_dtype=None):
     out = te.compute(
         (m, n), lambda i, j: te.sum(_cast(data[i, k], out_dtype) * _cast(weight[j, k],
                                                                           out_dtype), axis=k),
-        name="T_dense", tag="dense")
+        name="T_dense", tag="dense", attrs={"transpose_a": False, "transpose_b": True})
     if bias is not None:
         out = te.compute((m, n), lambda i, j: out[i, j] + _cast(bias[j], out_dtype),
                          name="T_add", tag=tag.BROADCAST)
@@ -63,7 +63,8 @@ def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=Fa
         y = b[ib, j, k] if transpose_b else b[ib, k, j]
         return te.sum(_cast(x, out_dtype) * _cast(y, out_dtype), axis=k)
 
-    return te.compute((batch, m, n), f, name="T_batch_matmul", tag="batch_matmul")
+    return te.compute((batch, m, n), f, name="T_batch_matmul", tag="batch_matmul",
+                      attrs={"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)})
 
 
 __all__ = ["dense", "batch_matmul"]

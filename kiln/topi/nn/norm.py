@@ -94,7 +94,8 @@ def layer_norm(data, gamma, beta, axis, epsilon=1e-5):
             v = v + beta(*ir)
         return v
 
-    return te.compute(data.shape, fout, name="T_layer_norm", tag="layer_norm")
+    return te.compute(data.shape, fout, name="T_layer_norm", tag="layer_norm",
+                      attrs={"axis": tuple(axes), "epsilon": epsilon})
 
 
 __all__ = ["batch_norm", "layer_norm"]

@@ -37,7 +37,7 @@ def softmax(x, axis=-1):
     expsum = te.compute(red_shape, lambda *i: te.sum(exp(*at(i, k2)), axis=k2),
                         name="T_softmax_expsum", tag="softmax_expsum")
     return te.compute(x.shape, lambda *i: exp(*i) / expsum(*red_index(i)),
-                      name="T_softmax_norm", tag="softmax_output")
+                      name="T_softmax_norm", tag="softmax_output", attrs={"axis": axis})
 
 
 def log_softmax(x, axis=-1):
@@ -49,7 +49,7 @@ def log_softmax(x, axis=-1):
         name="T_softmax_expsum", tag="softmax_expsum")
     return te.compute(
         x.shape, lambda *i: x(*i) - maxelem(*red_index(i)) - tir.log(expsum(*red_index(i))),
-        name="T_log_softmax", tag="log_softmax_output")
+        name="T_log_softmax", tag="log_softmax_output", attrs={"axis": axis})
 
 
 __all__ = ["softmax", "log_softmax"]

@@ -10,7 +10,7 @@ from kiln.ir.functor import post_order_visit
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 
 from .. import tag as _tag
-from ..utils import all_ops, get_const_int, is_const_int
+from ..utils import all_ops, get_const_int, input_tensors, is_const_int
 
 #: Bytes of one SIMD register the schedules target (AVX-512; on narrower machines the C
 #: compiler splits a 64-byte vector into two or four registers).
@@ -143,5 +143,81 @@ def fuse_parallel(stage, axes, extents, min_extent: int = 0):
 __all__ = [
     "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "lanes", "num_threads", "const_extent", "numel",
     "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
-    "unit_split", "fuse_parallel",
+    "unit_split", "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
+    "find_anchor", "pad_stage_of", "schedule_pad",
 ]
+
+
+def same_const_shape(a: Operation, b: Operation) -> bool:
+    sa = [get_const_int(x) if is_const_int(x) else None for x in a.output(0).shape]
+    sb = [get_const_int(x) if is_const_int(x) else None for x in b.output(0).shape]
+    return len(sa) == len(sb) and None not in sa and sa == sb
+
+
+def anchor_stages(s, outs, anchor: Operation, keep_inputs: bool = True):
+    """Prepare the schedule of a complex operator ``anchor`` (convolution, dense, pooling)
+    that may be followed by an elementwise epilogue (bias, relu, add ...).
+
+    Inlines the injective stages around it (not its direct inputs, which the operator's
+    schedule places itself, when ``keep_inputs``) and returns ``(out_stage, inner)``: the
+    stage whose loops are blocked and parallelized, and the tensor computed per block inside
+    it (``compute_at``). When ``anchor`` is the output, ``inner`` is a local cache of it
+    (``cache_write``); when an epilogue of the same shape follows, ``out_stage`` is the
+    epilogue and ``inner`` is ``anchor``; otherwise ``anchor`` is blocked with a cache of
+    its own and the other outputs get injective schedules.
+    """
+    from .injective import schedule_injective_from_existing
+
+    keep = [t.op for t in input_tensors(anchor)] if keep_inputs else []
+    inline_injective(s, outs, keep=keep)
+    out = outs[0].op
+    if out is anchor:
+        cache = s.cache_write(anchor.output(0), "local")
+        return s[anchor.output(0)], cache
+    if same_const_shape(out, anchor) and s[out].attach_type == "root" and not out.reduce_axis:
+        for t in outs[1:]:
+            if t.op is not anchor:
+                schedule_injective_from_existing(s, t)
+        return s[out], anchor.output(0)
+    cache = s.cache_write(anchor.output(0), "local")
+    for t in outs:
+        if t.op is not anchor:
+            schedule_injective_from_existing(s, t)
+    return s[anchor.output(0)], cache
+
+
+def unit_split2(stage, axes) -> tuple[list, list]:
+    """Like :func:`unit_split` but returns ``(outer axes, inner axes)``."""
+    pairs = [stage.split(a, nparts=1) for a in axes]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def find_anchor(outs, tags) -> Operation | None:
+    """The operation reachable from ``outs`` whose tag is one of ``tags`` (the last found,
+    i.e. the one closest to the outputs)."""
+    found = None
+    for op in all_ops(outs):
+        if (getattr(op, "tag", "") or "") in tags:
+            found = op
+    return found
+
+
+def pad_stage_of(t) -> Operation | None:
+    """The padding stage that produces tensor ``t``, if any."""
+    op = t.op
+    if isinstance(op, ComputeOp) and "pad" in (op.tag or "").split(","):
+        return op
+    return None
+
+
+def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
+    """A padding (or packing) stage at the root: parallel over its channel axis when big."""
+    st = s[op]
+    if st.attach_type != "root":
+        return
+    n = numel(op)
+    if n is not None and n < PARALLEL_MIN_ELEMS:
+        return
+    axes = list(op.axis)
+    if len(axes) > channel_axis:
+        st.parallel(axes[channel_axis])

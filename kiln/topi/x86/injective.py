@@ -7,8 +7,14 @@ from kiln.te.tensor import ComputeOp, Tensor
 
 from ..utils import as_list
 from ._common import (
-    PARALLEL_MIN_ELEMS, const_extent, fuse_parallel, inline_injective, is_pow2, lanes, numel,
+    PARALLEL_MIN_ELEMS,
+    const_extent,
+    fuse_parallel,
+    inline_injective,
+    is_pow2,
+    lanes,
     num_threads,
+    numel,
 )
 
 

@@ -9,7 +9,12 @@ from kiln.te.tensor import ComputeOp
 
 from ..utils import all_ops, as_list
 from ._common import (
-    PARALLEL_MIN_ELEMS, const_extent, fuse_parallel, inline_injective, lanes, num_threads,
+    PARALLEL_MIN_ELEMS,
+    const_extent,
+    fuse_parallel,
+    inline_injective,
+    lanes,
+    num_threads,
     unit_split,
 )
 from .injective import schedule_injective_from_existing

@@ -1,0 +1,215 @@
+"""x86 schedules of convolutions (NCHW, grouped NCHW, NHWC, packed NCHW[x]c) and depthwise
+convolutions.
+
+The plan is the book's blocked convolution (§4.7-4.9): the output is cut into blocks that fit
+in vector registers, each block is accumulated in a local cache whose channel loop is
+unrolled and whose contiguous loop (width in NCHW, the channel block in NCHWc) is
+vectorized, blocks run in parallel, and the padding stage is computed once, in parallel,
+before the convolution. An elementwise epilogue (bias, relu, residual add) is applied when
+the block is written out.
+"""
+
+from __future__ import annotations
+
+from kiln import te
+
+from ..utils import as_list, get_const_tuple, input_tensors
+from ._common import (
+    anchor_stages,
+    find_anchor,
+    is_pow2,
+    lanes,
+    largest_divisor,
+    num_threads,
+    pad_stage_of,
+    row_block,
+    schedule_pad,
+    unit_split2,
+)
+from .injective import schedule_injective_from_existing
+
+
+def _finish(s, outs, anchor):
+    if anchor is None:
+        for t in outs:
+            schedule_injective_from_existing(s, t)
+    return s
+
+
+def _parallel_pair(st, a, ea, b, eb):
+    """Order two outer axes (extents ea, eb) so the longer runs outermost, parallel."""
+    if ea >= eb or ea >= 2 * num_threads():
+        st.parallel(a)
+        return [a, b]
+    st.parallel(b)
+    return [b, a]
+
+
+def schedule_conv_nchw_block(s, outs, conv) -> None:
+    """Block schedule of an NCHW convolution ``conv`` (plain or grouped) in ``s``."""
+    out_st, inner = anchor_stages(s, outs, conv)
+    pad = pad_stage_of(input_tensors(conv)[0])
+    if pad is not None:
+        schedule_pad(s, pad)
+    _, f_out, oh, ow = get_const_tuple(conv.output(0).shape)
+    groups = conv.attrs.get("groups", 1) if conv.attrs else 1
+    width = lanes(conv.output(0).dtype)
+    vc = largest_divisor(f_out // groups, 16)
+    vw = row_block(ow, width)
+    n, f, y, x = out_st.op.axis
+    fo, fi = out_st.split(f, factor=vc)
+    xo, xi = out_st.split(x, factor=vw)
+    order = _parallel_pair(out_st, y, oh, fo, f_out // vc)
+    out_st.reorder(n, *order, xo, fi, xi)
+    if is_pow2(vw):
+        out_st.vectorize(xi)
+    cs = s[inner]
+    cs.compute_at(out_st, xo)
+    outer, (ni, fi2, yi, xi2) = unit_split2(cs, cs.op.axis)
+    rc, ry, rx = cs.op.reduce_axis
+    cs.reorder(*outer, ni, yi, rc, ry, rx, fi2, xi2)
+    cs.unroll(fi2)
+    if is_pow2(vw):
+        cs.vectorize(xi2)
+
+
+def schedule_conv2d_nchw(outs):
+    """conv2d_nchw and group_conv2d_nchw (with an optional elementwise epilogue)."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("conv2d_nchw", "group_conv2d_nchw"))
+    if conv is not None:
+        schedule_conv_nchw_block(s, outs, conv)
+    return _finish(s, outs, conv)
+
+
+schedule_group_conv2d_nchw = schedule_conv2d_nchw
+
+
+def schedule_conv2d_nhwc(outs):
+    """conv2d_nhwc: output channels (innermost) vectorized in blocks of a few pixels."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("conv2d_nhwc",))
+    if conv is None:
+        return _finish(s, outs, None)
+    out_st, inner = anchor_stages(s, outs, conv)
+    pad = pad_stage_of(input_tensors(conv)[0])
+    if pad is not None:
+        schedule_pad(s, pad, channel_axis=1)
+    _, oh, ow, f_out = get_const_tuple(conv.output(0).shape)
+    width = lanes(conv.output(0).dtype)
+    vf = row_block(f_out, width)
+    rw = largest_divisor(ow, 8)
+    n, y, x, f = out_st.op.axis
+    xo, xi = out_st.split(x, factor=rw)
+    fo, fi = out_st.split(f, factor=vf)
+    out_st.reorder(n, y, xo, fo, xi, fi)
+    out_st.parallel(y)
+    if is_pow2(vf):
+        out_st.vectorize(fi)
+    cs = s[inner]
+    cs.compute_at(out_st, fo)
+    outer, (ni, yi, xi2, fi2) = unit_split2(cs, cs.op.axis)
+    ry, rx, rc = cs.op.reduce_axis
+    cs.reorder(*outer, ni, yi, ry, rx, rc, xi2, fi2)
+    cs.unroll(xi2)
+    if is_pow2(vf):
+        cs.vectorize(fi2)
+    return s
+
+
+def _reg_block(ow: int) -> int:
+    """Output pixels per register block of the packed layouts."""
+    rw = largest_divisor(ow, 14)
+    if rw >= 4 or rw == ow:
+        return rw
+    return row_block(ow, 8)
+
+
+def schedule_conv_nchwc_block(s, outs, conv) -> None:
+    """Block schedule of a packed convolution (conv2d_NCHWc or depthwise_conv2d_NCHWc)."""
+    out_st, inner = anchor_stages(s, outs, conv)
+    pad = pad_stage_of(input_tensors(conv)[0])
+    if pad is not None:
+        schedule_pad(s, pad)
+    _, occ, oh, ow, ocb = get_const_tuple(conv.output(0).shape)
+    rw = _reg_block(ow)
+    n, oc, y, x, ob = out_st.op.axis
+    xo, xi = out_st.split(x, factor=rw)
+    order = _parallel_pair(out_st, y, oh, oc, occ)
+    out_st.reorder(n, *order, xo, xi, ob)
+    vec = is_pow2(ocb)
+    if vec:
+        out_st.vectorize(ob)
+    cs = s[inner]
+    cs.compute_at(out_st, xo)
+    outer, (ni, oci, yi, xi2, obi) = unit_split2(cs, cs.op.axis)
+    reds = list(cs.op.reduce_axis)
+    cs.reorder(*outer, ni, oci, yi, *reds, xi2, obi)
+    cs.unroll(xi2)
+    if vec:
+        cs.vectorize(obi)
+
+
+def schedule_conv2d_NCHWc(outs):  # noqa: N802
+    """conv2d_NCHWc: blocks of output pixels x one output-channel block, the channel block
+    vectorized, pixels unrolled, input channel block innermost of the reduction."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("conv2d_NCHWc",))
+    if conv is not None:
+        schedule_conv_nchwc_block(s, outs, conv)
+    return _finish(s, outs, conv)
+
+
+def schedule_depthwise_conv2d_NCHWc(outs):  # noqa: N802
+    """depthwise_conv2d_NCHWc: like conv2d_NCHWc with the kernel window as reduction."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("depthwise_conv2d_NCHWc",))
+    if conv is not None:
+        schedule_conv_nchwc_block(s, outs, conv)
+    return _finish(s, outs, conv)
+
+
+def schedule_depthwise_conv2d_nchw(outs):
+    """depthwise_conv2d_nchw: per channel (in parallel), blocks of rows x a vector of
+    columns accumulated in a local cache."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("depthwise_conv2d_nchw",))
+    if conv is None:
+        return _finish(s, outs, None)
+    out_st, inner = anchor_stages(s, outs, conv)
+    pad = pad_stage_of(input_tensors(conv)[0])
+    if pad is not None:
+        schedule_pad(s, pad)
+    _, c_out, oh, ow = get_const_tuple(conv.output(0).shape)
+    width = lanes(conv.output(0).dtype)
+    vw = row_block(ow, width)
+    yb = largest_divisor(oh, 4)
+    b, c, y, x = out_st.op.axis
+    yo, yi = out_st.split(y, factor=yb)
+    xo, xi = out_st.split(x, factor=vw)
+    out_st.reorder(b, c, yo, xo, yi, xi)
+    out_st.parallel(c)
+    if is_pow2(vw):
+        out_st.vectorize(xi)
+    cs = s[inner]
+    cs.compute_at(out_st, xo)
+    outer, (bi, ci, yi2, xi2) = unit_split2(cs, cs.op.axis)
+    di, dj = cs.op.reduce_axis
+    cs.reorder(*outer, bi, ci, di, dj, yi2, xi2)
+    cs.unroll(yi2)
+    if is_pow2(vw):
+        cs.vectorize(xi2)
+    return s
+
+
+__all__ = [
+    "schedule_conv2d_nchw", "schedule_group_conv2d_nchw", "schedule_conv2d_nhwc",
+    "schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_nchw",
+    "schedule_depthwise_conv2d_NCHWc", "schedule_conv_nchw_block",
+    "schedule_conv_nchwc_block",
+]

@@ -1,0 +1,148 @@
+"""x86 schedules of dense, matmul and batch_matmul.
+
+Two plans, chosen by which operand is contiguous along the reduction:
+
+* dot plan (dense, ``transpose_b=True``): both operands are contiguous along ``k``. The
+  reduction is split into vector-wide slices and ``rfactor``'ed: a register block of
+  ``MB x NB`` vector partial sums is accumulated over ``k`` (vector loads of both operands),
+  then reduced across the lanes.
+* gemm plan (``transpose_b=False``): ``B`` rows are contiguous along ``n``. A register block
+  of ``MB`` rows x ``NB`` columns (vectors along ``n``) is accumulated in a local cache over
+  ``k``, broadcasting one element of ``A`` per row.
+"""
+
+from __future__ import annotations
+
+from kiln import te
+
+from ..utils import as_list, get_const_tuple
+from ._common import (
+    anchor_stages,
+    const_extent,
+    find_anchor,
+    inline_injective,
+    is_pow2,
+    lanes,
+    largest_divisor,
+    num_threads,
+    same_const_shape,
+    unit_split2,
+)
+from .injective import schedule_injective_from_existing
+
+
+def _block_order(st, batch, mo, no, mi, ni, mcount, ncount):
+    """Order (batch..., outer blocks, inner blocks) with a parallel loop outermost; returns
+    the inner of the two outer block axes (where a block's stages are computed)."""
+    first_m = bool(batch) or mcount >= ncount or mcount >= 2 * num_threads()
+    outer = [mo, no] if first_m else [no, mo]
+    st.reorder(*batch, *outer, mi, ni)
+    st.parallel(batch[0] if batch else outer[0])
+    return outer[1]
+
+
+def _dot_plan(s, outs, op) -> bool:
+    """The rfactor plan; returns False (nothing scheduled) when ``k`` is not a multiple of
+    4."""
+    k = op.reduce_axis[0]
+    kext = const_extent(k)
+    width = lanes(op.output(0).dtype)
+    kv = next((v for v in (width, width // 2, 4) if kext is not None and kext % v == 0), None)
+    if kv is None or kv < 4:
+        return False
+    inline_injective(s, outs)
+    out = outs[0].op
+    shape = get_const_tuple(op.output(0).shape)
+    m_ext, n_ext = shape[-2], shape[-1]
+    mb = largest_divisor(m_ext, 4)
+    nb = largest_divisor(n_ext, 8 if mb == 1 else 4)
+    tensor = op.output(0)
+    st = s[tensor]
+    _, ki = st.split(k, factor=kv)
+    rf = s.rfactor(tensor, ki, factor_axis=len(op.axis))
+    st = s[tensor]
+    epilogue = out is not op and same_const_shape(out, op) and not out.reduce_axis
+    top = s[out] if epilogue else st
+    axes = list(top.op.axis)
+    batch, m, n = axes[:-2], axes[-2], axes[-1]
+    mo, mi = top.split(m, factor=mb)
+    no, ni = top.split(n, factor=nb)
+    block = _block_order(top, batch, mo, no, mi, ni, m_ext // mb, n_ext // nb)
+    rst = s[rf]
+    if epilogue:
+        st.compute_at(top, block)
+        outer, _ = unit_split2(st, st.op.axis)
+        rst.compute_at(st, outer[-1])
+    else:
+        rst.compute_at(top, block)
+    router, rinner = unit_split2(rst, rst.op.axis)
+    (rko,) = rst.op.reduce_axis
+    rst.reorder(*router, *rinner[:-3], rko, *rinner[-3:])
+    rst.unroll(rinner[-3])
+    rst.unroll(rinner[-2])
+    rst.vectorize(rinner[-1])
+    for t in outs:
+        if t.op is not op and not (epilogue and t.op is out):
+            schedule_injective_from_existing(s, t)
+    return True
+
+
+def _gemm_plan(s, outs, op) -> None:
+    out_st, inner = anchor_stages(s, outs, op, keep_inputs=False)
+    shape = get_const_tuple(op.output(0).shape)
+    m_ext, n_ext = shape[-2], shape[-1]
+    width = lanes(op.output(0).dtype)
+    nb = 2 * width if n_ext % (2 * width) == 0 else (width if n_ext >= width else n_ext)
+    mb = largest_divisor(m_ext, 6)
+    if mb < 3 and m_ext > 6:
+        mb = 4
+    axes = list(out_st.op.axis)
+    batch, m, n = axes[:-2], axes[-2], axes[-1]
+    mo, mi = out_st.split(m, factor=mb)
+    no, ni = out_st.split(n, factor=nb)
+    block = _block_order(out_st, batch, mo, no, mi, ni, -(-m_ext // mb), -(-n_ext // nb))
+    vec = is_pow2(nb)
+    if vec:
+        out_st.vectorize(ni)
+    cs = s[inner]
+    cs.compute_at(out_st, block)
+    outer, inn = unit_split2(cs, cs.op.axis)
+    (k,) = cs.op.reduce_axis
+    cs.reorder(*outer, *inn[:-2], k, inn[-2], inn[-1])
+    cs.unroll(inn[-2])
+    if vec:
+        cs.vectorize(inn[-1])
+
+
+def _schedule_mm(outs, tags):
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    op = find_anchor(outs, tags)
+    if op is None:
+        for t in outs:
+            schedule_injective_from_existing(s, t)
+        return s
+    attrs = op.attrs or {}
+    if attrs.get("transpose_b", False) and not attrs.get("transpose_a", False):
+        if _dot_plan(s, outs, op):
+            return s
+    _gemm_plan(s, outs, op)
+    return s
+
+
+def schedule_dense(outs):
+    """dense (optionally with bias and an elementwise epilogue)."""
+    return _schedule_mm(outs, ("dense",))
+
+
+def schedule_matmul(outs):
+    """topi.matmul."""
+    return _schedule_mm(outs, ("matmul",))
+
+
+def schedule_batch_matmul(outs):
+    """batch_matmul (batch axis parallel)."""
+    return _schedule_mm(outs, ("batch_matmul",))
+
+
+__all__ = ["schedule_dense", "schedule_matmul", "schedule_batch_matmul"]

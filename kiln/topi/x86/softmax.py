@@ -1,0 +1,110 @@
+"""x86 schedules of softmax, log_softmax and layer_norm: the rows (the axes before the
+normalized ones) run in parallel, each row's intermediate results (maximum, exponentials,
+sums, deviation) computed inside the row's iteration in local buffers, the output row
+vectorized."""
+
+from __future__ import annotations
+
+from kiln import te
+
+from ..utils import all_ops, as_list, get_const_tuple
+from ._common import (
+    PARALLEL_MIN_ELEMS,
+    fuse_parallel,
+    inline_injective,
+    is_pow2,
+    lanes,
+    numel,
+)
+from .injective import schedule_injective_from_existing
+
+
+def _named(outs, name):
+    return next((op for op in all_ops(outs) if op.name == name), None)
+
+
+def _rows(st, op, nlead: int):
+    """The loop over the first ``nlead`` axes of ``op`` (fused; parallel when big)."""
+    lead = list(op.axis[:nlead])
+    if not lead:
+        return None
+    total = numel(op)
+    if total is not None and total < PARALLEL_MIN_ELEMS:
+        return st.fuse(*lead) if len(lead) > 1 else lead[0]
+    shape = get_const_tuple(op.output(0).shape)
+    fused, _ = fuse_parallel(st, lead, list(shape[:nlead]), 0)
+    return fused
+
+
+def _vectorize_last(st, op):
+    axes = list(op.axis)
+    ext = get_const_tuple(op.output(0).shape)[-1]
+    width = lanes(op.output(0).dtype)
+    if not isinstance(ext, int):
+        return
+    if ext >= width:
+        _, xi = st.split(axes[-1], factor=width)
+        st.vectorize(xi)
+    elif is_pow2(ext) and ext > 1:
+        st.vectorize(axes[-1])
+
+
+def schedule_softmax(outs):
+    """softmax / log_softmax along any axis (rows = the axes before it)."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    out = outs[0].op
+    maxe = _named(outs, "T_softmax_maxelem")
+    esum = _named(outs, "T_softmax_expsum")
+    if maxe is None or esum is None or "axis" not in (out.attrs or {}):
+        for t in outs:
+            schedule_injective_from_existing(s, t)
+        return s
+    axis = out.attrs["axis"]
+    exp = _named(outs, "T_softmax_exp")
+    st = s[out]
+    row = _rows(st, out, axis)
+    if row is not None:
+        s[esum].compute_at(st, row)
+        if exp is not None:
+            s[exp].compute_at(st, row)
+            s[maxe].compute_at(s[exp], s[exp].op.axis[axis - 1])
+        else:  # log_softmax: the output reads the maximum too
+            s[maxe].compute_at(st, row)
+    if axis == len(out.axis) - 1:
+        _vectorize_last(st, out)
+    return s
+
+
+def schedule_layer_norm(outs):
+    """layer_norm: when normalized over trailing axes, rows in parallel with their sums
+    and deviation computed per row."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    ln = next((op for op in all_ops(outs) if op.tag == "layer_norm"), None)
+    if ln is None:
+        for t in outs:
+            schedule_injective_from_existing(s, t)
+        return s
+    s1 = _named(outs, "T_layer_norm_sum")
+    s2 = _named(outs, "T_layer_norm_var")
+    rstd = _named(outs, "T_layer_norm_rstd")
+    inline_injective(s, outs, keep=[rstd])
+    axes = list(ln.attrs["axis"])
+    ndim = len(ln.axis)
+    nlead = ndim - len(axes)
+    trailing = axes == list(range(nlead, ndim))
+    if outs[0].op is ln and trailing and nlead > 0:
+        st = s[ln]
+        row = _rows(st, ln, nlead)
+        s[s1].compute_at(st, row)
+        s[rstd].compute_at(st, row)
+        s[s2].compute_at(s[rstd], s[rstd].op.axis[nlead - 1])
+        _vectorize_last(st, ln)
+    for t in outs:
+        if t.op is not ln:
+            schedule_injective_from_existing(s, t)
+    return s
+
+
+__all__ = ["schedule_softmax", "schedule_layer_norm"]

@@ -1,0 +1,47 @@
+"""Helpers of the topi tests: build a computation with a schedule, run it, compare."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+from kiln import topi
+
+RNG_SEED = 0
+
+
+def rng(seed: int = RNG_SEED) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def randn(shape, seed: int = RNG_SEED, dtype="float32") -> np.ndarray:
+    return rng(seed).standard_normal(shape).astype(dtype)
+
+
+def run(sched, outs, inputs, arrays) -> list[np.ndarray]:
+    """Schedule ``outs`` with ``sched``, build, run on ``arrays`` (for ``inputs``), return
+    the outputs as numpy arrays."""
+    outs = outs if isinstance(outs, list | tuple) else [outs]
+    s = sched(list(outs))
+    mod = kiln.build(s, list(inputs) + list(outs), target="llvm")
+    args = [kiln.nd.array(a) for a in arrays]
+    res = [kiln.nd.array(np.zeros([int(d) for d in o.shape], dtype=o.dtype)) for o in outs]
+    mod(*args, *res)
+    return [r.asnumpy() for r in res]
+
+
+def schedules(name: str):
+    """The generic (default) and x86 schedules called ``name``."""
+    return [getattr(topi.generic, name), getattr(topi.x86, name)]
+
+
+def check(name: str, outs, inputs, arrays, expected, rtol=1e-5, atol=1e-5):
+    """Run ``outs`` with ``topi.generic.<name>`` and ``topi.x86.<name>`` and compare each
+    output with ``expected`` (an array or a list of arrays)."""
+    expected = expected if isinstance(expected, list | tuple) else [expected]
+    for sched in schedules(name):
+        got = run(sched, outs, inputs, arrays)
+        for g, e in zip(got, expected, strict=True):
+            assert g.shape == tuple(e.shape), (sched.__module__, g.shape, e.shape)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol,
+                                       err_msg=f"schedule {sched.__module__}.{name}")
