@@ -65,18 +65,18 @@ def is_pow2(n: int) -> bool:
 
 
 def row_block(extent: int, lanes_: int) -> int:
-    """Tile of a vectorized row: the vector width when it leaves at least two full tiles or
-    divides the row, the whole row when it is at most one vector."""
-    if extent <= lanes_:
-        return extent
-    if extent % lanes_ == 0 or extent // lanes_ >= 2:
-        return lanes_
-    # one full tile and a partial one: a narrower tile (kiln cannot yet peel a single tile
-    # of a loop whose body allocates, see docs/topi.md)
-    half = lanes_ // 2
-    while half > 1 and extent // half < 2:
-        half //= 2
-    return max(half, 1)
+    """Tile of a vectorized row: the widest power of two up to the vector width whose
+    remainder tile (peeled off by loop partitioning) is empty or a power of two too, so
+    that every tile vectorizes."""
+    b = 1
+    while b * 2 <= min(extent, lanes_):
+        b *= 2
+    while b > 1:
+        tail = extent % b
+        if tail == 0 or is_pow2(tail):
+            return b
+        b //= 2
+    return 1
 
 
 def has_expensive_call(op: Operation) -> bool:

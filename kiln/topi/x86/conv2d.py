@@ -54,7 +54,7 @@ def schedule_conv_nchw_block(s, outs, conv) -> None:
     _, f_out, oh, ow = get_const_tuple(conv.output(0).shape)
     groups = conv.attrs.get("groups", 1) if conv.attrs else 1
     width = lanes(conv.output(0).dtype)
-    vc = largest_divisor(f_out // groups, 16)
+    vc = largest_divisor(f_out // groups, 8)
     vw = row_block(ow, width)
     n, f, y, x = out_st.op.axis
     fo, fi = out_st.split(f, factor=vc)
