@@ -76,12 +76,14 @@ class ProducerStore(Stmt):
 class ProducerRealize(Stmt):
     """Make storage for ``producer`` over ``bounds`` (a Range per dimension) within ``body``."""
 
-    __slots__ = ("producer", "bounds", "condition", "body", "scope")
-    _fields = ("producer", "bounds", "condition", "body", "scope")
+    __slots__ = ("producer", "bounds", "condition", "body", "scope", "align")
+    _fields = ("producer", "bounds", "condition", "body", "scope", "align")
 
-    def __init__(self, producer, bounds, condition, body: Stmt, scope: str = ""):
+    def __init__(self, producer, bounds, condition, body: Stmt, scope: str = "",
+                 align: tuple = ()):
+        """``align``: (dim, factor, offset) triples from ``storage_align``."""
         self._init(producer=producer, bounds=tuple(bounds), condition=condition, body=body,
-                   scope=scope)
+                   scope=scope, align=tuple(align))
 
 
 class Store(Stmt):

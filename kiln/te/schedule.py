@@ -71,6 +71,7 @@ class Stage:
         self.scope = ""
         self.is_output = False
         self.double_buffer = False
+        self.storage_align_dims: dict[int, tuple[int, int]] = {}
         self.env_threads: list[IterVar] = []
         self._set_op(op)
 
@@ -208,7 +209,13 @@ class Stage:
             self.leaf_iter_vars[slot] = iv
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
-        """Tile two loops: split both and reorder to (x.outer, y.outer, x.inner, y.inner)."""
+        """Tile two loops: split both and reorder to (x.outer, y.outer, x.inner, y.inner).
+
+        Before:: for (x, 0, 64) { for (y, 0, 64) { C[x, y] = ... } }
+        ``xo, yo, xi, yi = s[C].tile(x, y, 8, 16)``
+        After::  for (x.outer, 0, 8) { for (y.outer, 0, 4) {
+                   for (x.inner, 0, 8) { for (y.inner, 0, 16) { C[...] = ... } } } }
+        """
         xo, xi = self.split(x_parent, factor=x_factor)
         yo, yi = self.split(y_parent, factor=y_factor)
         self.reorder(xo, yo, xi, yi)
@@ -335,23 +342,47 @@ class Stage:
         self.attach_ivar = None
 
     def compute_root(self) -> None:
-        """Compute this stage at the top level of the function (the default)."""
+        """Compute this stage at the top level of the function (the default; undoes
+        compute_at / compute_inline).
+
+        Before:: produce C { for (i) { produce B { B[i] = .. }  C[i] = B[i] } }
+        After::  produce B { for (i) B[i] = .. }  produce C { for (i) C[i] = B[i] }
+        """
         self._check_compute("compute_root")
         self.attach_type = "root"
         self.attach_stage = None
         self.attach_ivar = None
 
     def set_scope(self, scope: str) -> None:
-        """Store this stage's output in memory ``scope`` ('global', 'shared', 'local')."""
+        """Store this stage's output in memory ``scope`` ('global', 'shared', 'local').
+
+        Before:: allocate B[float32 * 64]
+        ``s[B].set_scope("local")``
+        After::  // attr [B] storage_scope = "local"   allocate B[float32 * 64]
+        """
         if scope not in ("global", "shared", "local", "warp", ""):
             raise ScheduleError(f"set_scope on stage '{self.name}': unknown scope {scope!r}")
         self.scope = scope
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
-        """Pad the stride of ``axis``'s dimension to ``factor*k + offset`` elements."""
-        raise NotImplementedError(
-            f"storage_align (stage '{self.name}') is not implemented in kiln yet; the "
-            f"schedule is valid without it, only the padding of the cache is missing")
+        """Pad the stride of ``axis``'s dimension to ``factor*k + offset`` elements (e.g. to
+        avoid shared-memory bank conflicts).
+
+        Before:: allocate AA[float32 * (64*32)]   AA[((i*32) + j)]
+        ``s[AA].storage_align(AA.op.axis[0], 32, 1)``
+        After::  allocate AA[float32 * (64*33)]   AA[((i*33) + j)]
+        """
+        self._check_compute("storage_align")
+        axes = list(self.op.axis)
+        if axis not in axes:
+            raise ScheduleError(
+                f"storage_align on stage '{self.name}': '{_name(axis)}' must be one of the "
+                f"operation's axes (s[T].op.axis)")
+        if int(factor) <= 0 or not 0 <= int(offset) < int(factor):
+            raise ScheduleError(
+                f"storage_align on stage '{self.name}': need factor > 0 and "
+                f"0 <= offset < factor, got factor={factor}, offset={offset}")
+        self.storage_align_dims[axes.index(axis)] = (int(factor), int(offset))
 
     def double_buffer_(self) -> None:
         self.double_buffer = True

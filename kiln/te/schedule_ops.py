@@ -73,8 +73,9 @@ class _Builder:
             return body
         for t in reversed(st.op.outputs):
             bounds = [self.ranges[iv] for iv in st.op.axis]
+            align = [(d, f, o) for d, (f, o) in sorted(st.storage_align_dims.items())]
             body = ProducerRealize(t, bounds, IntImm("bool", 1), body,
-                                   scope=st.scope or "global")
+                                   scope=st.scope or "global", align=align)
         return body
 
     # ---- one stage ------------------------------------------------------------------------

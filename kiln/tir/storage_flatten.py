@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kiln.arith import Analyzer
 from kiln.errors import TVMError
-from kiln.ir.expr import IntImm, Load, PrimExpr, Var, convert
+from kiln.ir.expr import IntImm, Load, PrimExpr, Var, convert, floordiv
 from kiln.ir.functor import Mutator
 from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
 
@@ -65,11 +65,15 @@ class _Flattener(Mutator):
     def visit_ProducerRealize(self, node):
         t = node.producer
         extents = [self._const_upper(r.extent) for r in node.bounds]
+        align = {d: (f, o) for d, f, o in node.align}
         strides: list[PrimExpr] = []
         acc: PrimExpr = convert(1)
-        for ext in reversed(extents):
+        for d in reversed(range(len(extents))):
+            if d in align:  # storage_align: stride = factor*k + offset
+                f, o = align[d]
+                acc = floordiv(acc + (f - o) - 1 + f, f) * f + o - f
             strides.append(acc)
-            acc = acc * ext
+            acc = acc * extents[d]
         strides.reverse()
         data = Var(t.name, "handle")
         self.entries[t] = _Entry(data, t.dtype, [r.min for r in node.bounds], strides, t.name)
