@@ -7,8 +7,8 @@ Two plans, chosen by which operand is contiguous along the reduction:
   ``MB x NB`` vector partial sums is accumulated over ``k`` (vector loads of both operands),
   then reduced across the lanes.
 * gemm plan (``transpose_b=False``): ``B`` rows are contiguous along ``n``. A register block
-  of ``MB`` rows x ``NB`` columns (vectors along ``n``) is accumulated in a local cache over
-  ``k``, broadcasting one element of ``A`` per row.
+  of 8 rows x one vector of columns is accumulated in a local cache over ``k``, broadcasting
+  one element of ``A`` per row (the book's §4.6 blocking).
 """
 
 from __future__ import annotations
@@ -92,10 +92,9 @@ def _gemm_plan(s, outs, op) -> None:
     shape = get_const_tuple(op.output(0).shape)
     m_ext, n_ext = shape[-2], shape[-1]
     width = lanes(op.output(0).dtype)
-    nb = 2 * width if n_ext % (2 * width) == 0 else (width if n_ext >= width else n_ext)
-    mb = largest_divisor(m_ext, 6)
-    if mb < 3 and m_ext > 6:
-        mb = 4
+    # 8 rows x one vector of columns: 8 independent accumulators hide the FMA latency
+    nb = row_block(n_ext, width)
+    mb = 8 if m_ext >= 8 else m_ext
     axes = list(out_st.op.axis)
     batch, m, n = axes[:-2], axes[-2], axes[-1]
     mo, mi = out_st.split(m, factor=mb)
