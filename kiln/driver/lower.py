@@ -77,8 +77,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
     analyzer = Analyzer()
     bodies = effective_bodies(sch)
     ranges = infer_bound(sch, bodies, analyzer)
-    arg_ops = {t.op for t in tensor_buffers}
-    stmt = schedule_to_stmt(sch, bodies, ranges, arg_ops, analyzer)
+    stmt = schedule_to_stmt(sch, bodies, ranges, set(tensor_buffers), analyzer)
     _log(debug, "schedule_ops", stmt)
     stmt = unify_thread_extents(stmt)  # GPU schedules only: a no-op without thread bindings
     stmt = passes.storage_flatten(stmt, tensor_buffers)

@@ -11,6 +11,7 @@ the root ranges (``pass_down``).
 from __future__ import annotations
 
 from kiln.arith import Analyzer, IntervalSet, eval_interval
+from kiln.errors import ScheduleError
 from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Range, Var
 from kiln.ir.functor import collect_vars, post_order_visit
 
@@ -84,6 +85,7 @@ def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar
     for st in reversed(stages):
         op = st.op
         consumers = [c for c in stages if c is not st and _reads_of(bodies[c.op], op)]
+        _check_attachment(st, consumers)
         if st.is_output or not consumers:
             for iv in op.axis:
                 ranges[iv] = iv.dom
@@ -98,6 +100,24 @@ def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar
             ext = ranges[iv].extent
             relax[iv.var] = IntervalSet(_zero(), analyzer.simplify(ext - 1))
     return ranges
+
+
+def _check_attachment(st: Stage, consumers: list[Stage]) -> None:
+    """A stage computed inside another stage's loop is invisible outside that loop."""
+    if st.attach_type != "scope":
+        return
+    home = st.attach_stage
+    for c in consumers:
+        chain, cur = [], c
+        while cur is not None:
+            chain.append(cur)
+            cur = cur.attach_stage if cur.attach_type == "scope" else None
+        if home not in chain:
+            raise ScheduleError(
+                f"compute_at: stage '{st.name}' is computed inside stage '{home.name}' "
+                f"(loop '{st.attach_ivar.var.name}'), but stage '{c.name}' also reads it "
+                f"outside that loop; compute it at root, or at a loop that encloses every "
+                f"consumer")
 
 
 def _zero() -> PrimExpr:

@@ -140,7 +140,8 @@ class _Reducer:
         dtypes = [e.dtype for e in exprs]
         lhs = [Var("x", d) for d in dtypes]
         rhs = [Var("y", d) for d in dtypes]
-        res = self.fcombine(*lhs, *rhs) if len(exprs) > 1 else self.fcombine(lhs[0], rhs[0])
+        # TVM's convention: a tuple reducer's fcombine takes the two tuples (lhs, rhs)
+        res = self.fcombine(lhs, rhs) if len(exprs) > 1 else self.fcombine(lhs[0], rhs[0])
         res = list(res) if isinstance(res, list | tuple) else [res]
         ident = self.fidentity(*dtypes) if len(exprs) > 1 else self.fidentity(dtypes[0])
         ident = list(ident) if isinstance(ident, list | tuple) else [ident]

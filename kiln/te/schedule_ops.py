@@ -29,6 +29,7 @@ from kiln.ir.stmt import (
     For,
     ForKind,
     IfThenElse,
+    LetStmt,
     ProducerRealize,
     ProducerStore,
     Stmt,
@@ -45,11 +46,11 @@ _KIND = {"": ForKind.SERIAL, "parallel": ForKind.PARALLEL, "vectorize": ForKind.
 
 class _Builder:
     def __init__(self, sch: Schedule, bodies: dict, ranges: dict[IterVar, Range],
-                 arg_ops: set, analyzer: Analyzer):
+                 arg_tensors: set, analyzer: Analyzer):
         self.sch = sch
         self.bodies = bodies
         self.ranges = ranges
-        self.arg_ops = arg_ops
+        self.arg_tensors = arg_tensors
         self.analyzer = analyzer
         self.stages = compute_stages(sch)
         self.attached: dict[IterVar, list[Stage]] = {}
@@ -69,9 +70,9 @@ class _Builder:
         """``realize P { produce P { ... }; consumer }`` (no realize for arguments)."""
         produce = AttrStmt(st.op, "produce", 1, self.loop_nest(st))
         body = seq(produce, consumer)
-        if st.op in self.arg_ops:
-            return body
         for t in reversed(st.op.outputs):
+            if t in self.arg_tensors:
+                continue
             bounds = [self.ranges[iv] for iv in st.op.axis]
             align = [(d, f, o) for d, (f, o) in sorted(st.storage_align_dims.items())]
             body = ProducerRealize(t, bounds, IntImm("bool", 1), body,
@@ -134,8 +135,15 @@ class _Builder:
         lhs = [ProducerLoad(t, indices) for t in outs]
         rhs = [substitute(s, root_vmap) for s in red.source]
         combined = red.combiner.combine(lhs, rhs)
-        stores = [ProducerStore(t, v, indices) for t, v in zip(outs, combined, strict=True)]
-        update = seq(*stores)
+        if len(outs) == 1:
+            update = ProducerStore(outs[0], combined[0], indices)
+        else:
+            # every output's new value is computed from the old values before any is stored
+            temps = [Var(f"{t.name}.v", t.dtype) for t in outs]
+            update = seq(*(ProducerStore(t, v, indices) for t, v in zip(outs, temps,
+                                                                         strict=True)))
+            for v, value in reversed(list(zip(temps, combined, strict=True))):
+                update = LetStmt(v, value, update)
         cond = substitute(red.condition, root_vmap)
         if not (isinstance(cond, IntImm) and cond.value):
             update = IfThenElse(cond, update)
@@ -201,7 +209,7 @@ def _cast_like(v: PrimExpr, dtype: str) -> PrimExpr:
     return v if v.dtype == dtype else cast(v, dt.normalize(dtype))
 
 
-def schedule_to_stmt(sch: Schedule, bodies: dict, ranges: dict[IterVar, Range], arg_ops: set,
+def schedule_to_stmt(sch: Schedule, bodies: dict, ranges: dict[IterVar, Range], arg_tensors: set,
                      analyzer: Analyzer) -> Stmt:
     """The loop program of a schedule (before storage flattening)."""
-    return _Builder(sch, bodies, ranges, arg_ops, analyzer).build()
+    return _Builder(sch, bodies, ranges, arg_tensors, analyzer).build()

@@ -18,14 +18,16 @@ def randn(shape, seed: int = RNG_SEED, dtype="float32") -> np.ndarray:
     return rng(seed).standard_normal(shape).astype(dtype)
 
 
-def run(sched, outs, inputs, arrays) -> list[np.ndarray]:
+def run(sched, outs, inputs, arrays, out_shapes=None) -> list[np.ndarray]:
     """Schedule ``outs`` with ``sched``, build, run on ``arrays`` (for ``inputs``), return
-    the outputs as numpy arrays."""
+    the outputs as numpy arrays (``out_shapes`` for outputs of symbolic shape)."""
     outs = outs if isinstance(outs, list | tuple) else [outs]
     s = sched(list(outs))
     mod = kiln.build(s, list(inputs) + list(outs), target="llvm")
     args = [kiln.nd.array(a) for a in arrays]
-    res = [kiln.nd.array(np.zeros([int(d) for d in o.shape], dtype=o.dtype)) for o in outs]
+    shapes = out_shapes or [[int(d) for d in o.shape] for o in outs]
+    res = [kiln.nd.array(np.zeros(shp, dtype=o.dtype)) for shp, o in zip(shapes, outs,
+                                                                          strict=True)]
     mod(*args, *res)
     return [r.asnumpy() for r in res]
 
@@ -40,7 +42,7 @@ def check(name: str, outs, inputs, arrays, expected, rtol=1e-5, atol=1e-5):
     output with ``expected`` (an array or a list of arrays)."""
     expected = expected if isinstance(expected, list | tuple) else [expected]
     for sched in schedules(name):
-        got = run(sched, outs, inputs, arrays)
+        got = run(sched, outs, inputs, arrays, [np.shape(e) for e in expected])
         for g, e in zip(got, expected, strict=True):
             assert g.shape == tuple(e.shape), (sched.__module__, g.shape, e.shape)
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol,

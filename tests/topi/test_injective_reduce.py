@@ -193,3 +193,31 @@ def test_schedule_injective_fuses_and_vectorizes():
     a, b = randn((64, 256), 17), randn((256,), 18)
     (got,) = run(topi.x86.schedule_injective, C, [A, B], [a, b])
     np.testing.assert_allclose(got, np.maximum(a + b, 0))
+
+
+def test_symbolic_batch_dimension():
+    """Shapes with a symbolic dimension schedule and run (one build serves every size)."""
+    n = te.var("n")
+    A = te.placeholder((n, 37), name="A")
+    B = te.placeholder((37,), name="B")
+    C = topi.nn.relu(A + B)  # Tensor arithmetic goes through topi.add
+    S = topi.sum(A, 1)
+    a, b = randn((5, 37), 19), randn((37,), 20)
+    check("schedule_injective", C, [A, B], [a, b], np.maximum(a + b, 0))
+    check("schedule_reduce", S, [A], [a], a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_schedule_auto_dispatch():
+    x = randn((1, 4, 10, 10), 21)
+    X = te.placeholder(x.shape, name="X")
+    outs = {
+        "pool": (topi.nn.pool2d(X, 2, 2, 1, 0, "max"),
+                 x.reshape(1, 4, 5, 2, 5, 2).max(axis=(3, 5))),
+        "reduce": (topi.mean(X, (2, 3)), x.mean(axis=(2, 3))),
+        "softmax": (topi.nn.softmax(X, 1), special.softmax(x, axis=1)),
+        "injective": (topi.exp(topi.transpose(X)), np.exp(x.T)),
+    }
+    for out, expected in outs.values():
+        for sched in (topi.x86.schedule_auto, topi.generic.schedule_auto):
+            (got,) = run(sched, out, [X], [x])
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

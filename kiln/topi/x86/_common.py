@@ -52,6 +52,25 @@ def numel(op: Operation) -> int | None:
     return n
 
 
+def work(op: Operation) -> int | None:
+    """Output elements times reduction extent: the inner-loop iterations of ``op``."""
+    n = numel(op)
+    if n is None:
+        return None
+    for iv in getattr(op, "reduce_axis", []):
+        e = const_extent(iv)
+        if e is None:
+            return None
+        n *= e
+    return n
+
+
+def worth_parallel(op: Operation) -> bool:
+    """Whether ``op`` has enough work for a parallel loop (unknown sizes: yes)."""
+    w = work(op)
+    return w is None or w >= PARALLEL_MIN_ELEMS * 4
+
+
 def largest_divisor(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit`` (at least 1)."""
     for d in range(min(n, limit), 0, -1):
@@ -113,15 +132,6 @@ def inline_injective(s, outs, keep=()) -> None:
         st.compute_inline()
 
 
-def unit_split(stage, axes) -> list:
-    """Split every axis into (1, extent) and return the inner axes.
-
-    A stage computed inside another stage's loop reads root stages (padding, packing)
-    through these inner loops; splitting gives its bound inference the absolute index of
-    every axis (kiln bug bound_root_producer_of_attached_consumer, docs/topi.md)."""
-    return [stage.split(a, nparts=1)[1] for a in axes]
-
-
 def fuse_parallel(stage, axes, extents, min_extent: int = 0):
     """Fuse the shortest prefix of ``axes`` (consecutive leaves, outer to inner, with
     ``extents``; None = unknown) whose extent reaches ``min_extent`` (all of them when 0)
@@ -140,12 +150,6 @@ def fuse_parallel(stage, axes, extents, min_extent: int = 0):
     return fused, len(take)
 
 
-__all__ = [
-    "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "lanes", "num_threads", "const_extent", "numel",
-    "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
-    "unit_split", "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
-    "find_anchor", "pad_stage_of", "schedule_pad",
-]
 
 
 def same_const_shape(a: Operation, b: Operation) -> bool:
@@ -187,7 +191,8 @@ def anchor_stages(s, outs, anchor: Operation, keep_inputs: bool = True):
 
 
 def unit_split2(stage, axes) -> tuple[list, list]:
-    """Like :func:`unit_split` but returns ``(outer axes, inner axes)``."""
+    """Split every axis into (1, extent); returns ``(outer axes, inner axes)``. The outer
+    loops (one iteration each) give an attach point that covers the whole block."""
     pairs = [stage.split(a, nparts=1) for a in axes]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
@@ -221,3 +226,12 @@ def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
     axes = list(op.axis)
     if len(axes) > channel_axis:
         st.parallel(axes[channel_axis])
+
+
+__all__ = [
+    "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "lanes", "num_threads", "const_extent", "numel",
+    "work", "worth_parallel",
+    "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
+    "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
+    "find_anchor", "pad_stage_of", "schedule_pad",
+]

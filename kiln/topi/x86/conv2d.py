@@ -24,7 +24,7 @@ from ._common import (
     pad_stage_of,
     row_block,
     schedule_pad,
-    unit_split2,
+    worth_parallel,
 )
 from .injective import schedule_injective_from_existing
 
@@ -36,13 +36,13 @@ def _finish(s, outs, anchor):
     return s
 
 
-def _parallel_pair(st, a, ea, b, eb):
-    """Order two outer axes (extents ea, eb) so the longer runs outermost, parallel."""
-    if ea >= eb or ea >= 2 * num_threads():
-        st.parallel(a)
-        return [a, b]
-    st.parallel(b)
-    return [b, a]
+def _parallel_pair(st, a, ea, b, eb, parallel=True):
+    """Order two outer axes (extents ea, eb) so the longer runs outermost, parallel (unless
+    the operator is too small to gain from threads)."""
+    first, second = (a, b) if (ea >= eb or ea >= 2 * num_threads()) else (b, a)
+    if parallel:
+        st.parallel(first)
+    return [first, second]
 
 
 def schedule_conv_nchw_block(s, outs, conv) -> None:
@@ -59,15 +59,15 @@ def schedule_conv_nchw_block(s, outs, conv) -> None:
     n, f, y, x = out_st.op.axis
     fo, fi = out_st.split(f, factor=vc)
     xo, xi = out_st.split(x, factor=vw)
-    order = _parallel_pair(out_st, y, oh, fo, f_out // vc)
+    order = _parallel_pair(out_st, y, oh, fo, f_out // vc, worth_parallel(conv))
     out_st.reorder(n, *order, xo, fi, xi)
     if is_pow2(vw):
         out_st.vectorize(xi)
     cs = s[inner]
     cs.compute_at(out_st, xo)
-    outer, (ni, fi2, yi, xi2) = unit_split2(cs, cs.op.axis)
+    ni, fi2, yi, xi2 = cs.op.axis
     rc, ry, rx = cs.op.reduce_axis
-    cs.reorder(*outer, ni, yi, rc, ry, rx, fi2, xi2)
+    cs.reorder(ni, yi, rc, ry, rx, fi2, xi2)
     cs.unroll(fi2)
     if is_pow2(vw):
         cs.vectorize(xi2)
@@ -105,14 +105,15 @@ def schedule_conv2d_nhwc(outs):
     xo, xi = out_st.split(x, factor=rw)
     fo, fi = out_st.split(f, factor=vf)
     out_st.reorder(n, y, xo, fo, xi, fi)
-    out_st.parallel(y)
+    if worth_parallel(conv):
+        out_st.parallel(y)
     if is_pow2(vf):
         out_st.vectorize(fi)
     cs = s[inner]
     cs.compute_at(out_st, fo)
-    outer, (ni, yi, xi2, fi2) = unit_split2(cs, cs.op.axis)
+    ni, yi, xi2, fi2 = cs.op.axis
     ry, rx, rc = cs.op.reduce_axis
-    cs.reorder(*outer, ni, yi, ry, rx, rc, xi2, fi2)
+    cs.reorder(ni, yi, ry, rx, rc, xi2, fi2)
     cs.unroll(xi2)
     if is_pow2(vf):
         cs.vectorize(fi2)
@@ -137,16 +138,16 @@ def schedule_conv_nchwc_block(s, outs, conv) -> None:
     rw = _reg_block(ow)
     n, oc, y, x, ob = out_st.op.axis
     xo, xi = out_st.split(x, factor=rw)
-    order = _parallel_pair(out_st, y, oh, oc, occ)
+    order = _parallel_pair(out_st, y, oh, oc, occ, worth_parallel(conv))
     out_st.reorder(n, *order, xo, xi, ob)
     vec = is_pow2(ocb)
     if vec:
         out_st.vectorize(ob)
     cs = s[inner]
     cs.compute_at(out_st, xo)
-    outer, (ni, oci, yi, xi2, obi) = unit_split2(cs, cs.op.axis)
+    ni, oci, yi, xi2, obi = cs.op.axis
     reds = list(cs.op.reduce_axis)
-    cs.reorder(*outer, ni, oci, yi, *reds, xi2, obi)
+    cs.reorder(ni, oci, yi, *reds, xi2, obi)
     cs.unroll(xi2)
     if vec:
         cs.vectorize(obi)
@@ -188,19 +189,20 @@ def schedule_depthwise_conv2d_nchw(outs):
     _, c_out, oh, ow = get_const_tuple(conv.output(0).shape)
     width = lanes(conv.output(0).dtype)
     vw = row_block(ow, width)
-    yb = largest_divisor(oh, 4)
+    yb = largest_divisor(oh, 8)
     b, c, y, x = out_st.op.axis
     yo, yi = out_st.split(y, factor=yb)
     xo, xi = out_st.split(x, factor=vw)
     out_st.reorder(b, c, yo, xo, yi, xi)
-    out_st.parallel(c)
+    if worth_parallel(conv):
+        out_st.parallel(c)
     if is_pow2(vw):
         out_st.vectorize(xi)
     cs = s[inner]
     cs.compute_at(out_st, xo)
-    outer, (bi, ci, yi2, xi2) = unit_split2(cs, cs.op.axis)
+    bi, ci, yi2, xi2 = cs.op.axis
     di, dj = cs.op.reduce_axis
-    cs.reorder(*outer, bi, ci, di, dj, yi2, xi2)
+    cs.reorder(bi, ci, di, dj, yi2, xi2)
     cs.unroll(yi2)
     if is_pow2(vw):
         cs.vectorize(xi2)

@@ -25,19 +25,23 @@ from ._common import (
     lanes,
     largest_divisor,
     num_threads,
+    row_block,
     same_const_shape,
     unit_split2,
+    worth_parallel,
 )
 from .injective import schedule_injective_from_existing
 
 
-def _block_order(st, batch, mo, no, mi, ni, mcount, ncount):
-    """Order (batch..., outer blocks, inner blocks) with a parallel loop outermost; returns
-    the inner of the two outer block axes (where a block's stages are computed)."""
+def _block_order(st, batch, mo, no, mi, ni, mcount, ncount, parallel=True):
+    """Order (batch..., outer blocks, inner blocks) with a parallel loop outermost (unless
+    ``parallel`` is false); returns the inner of the two outer block axes (where a block's
+    stages are computed)."""
     first_m = bool(batch) or mcount >= ncount or mcount >= 2 * num_threads()
     outer = [mo, no] if first_m else [no, mo]
     st.reorder(*batch, *outer, mi, ni)
-    st.parallel(batch[0] if batch else outer[0])
+    if parallel:
+        st.parallel(batch[0] if batch else outer[0])
     return outer[1]
 
 
@@ -67,7 +71,8 @@ def _dot_plan(s, outs, op) -> bool:
     batch, m, n = axes[:-2], axes[-2], axes[-1]
     mo, mi = top.split(m, factor=mb)
     no, ni = top.split(n, factor=nb)
-    block = _block_order(top, batch, mo, no, mi, ni, m_ext // mb, n_ext // nb)
+    block = _block_order(top, batch, mo, no, mi, ni, m_ext // mb, n_ext // nb,
+                         worth_parallel(op))
     rst = s[rf]
     if epilogue:
         st.compute_at(top, block)
@@ -75,9 +80,9 @@ def _dot_plan(s, outs, op) -> bool:
         rst.compute_at(st, outer[-1])
     else:
         rst.compute_at(top, block)
-    router, rinner = unit_split2(rst, rst.op.axis)
+    rinner = list(rst.op.axis)
     (rko,) = rst.op.reduce_axis
-    rst.reorder(*router, *rinner[:-3], rko, *rinner[-3:])
+    rst.reorder(*rinner[:-3], rko, *rinner[-3:])
     rst.unroll(rinner[-3])
     rst.unroll(rinner[-2])
     rst.vectorize(rinner[-1])
@@ -99,15 +104,16 @@ def _gemm_plan(s, outs, op) -> None:
     batch, m, n = axes[:-2], axes[-2], axes[-1]
     mo, mi = out_st.split(m, factor=mb)
     no, ni = out_st.split(n, factor=nb)
-    block = _block_order(out_st, batch, mo, no, mi, ni, -(-m_ext // mb), -(-n_ext // nb))
+    block = _block_order(out_st, batch, mo, no, mi, ni, -(-m_ext // mb), -(-n_ext // nb),
+                         worth_parallel(op))
     vec = is_pow2(nb)
     if vec:
         out_st.vectorize(ni)
     cs = s[inner]
     cs.compute_at(out_st, block)
-    outer, inn = unit_split2(cs, cs.op.axis)
+    inn = list(cs.op.axis)
     (k,) = cs.op.reduce_axis
-    cs.reorder(*outer, *inn[:-2], k, inn[-2], inn[-1])
+    cs.reorder(*inn[:-2], k, inn[-2], inn[-1])
     cs.unroll(inn[-2])
     if vec:
         cs.vectorize(inn[-1])

@@ -18,7 +18,6 @@ from ._common import (
     pad_stage_of,
     row_block,
     schedule_pad,
-    unit_split2,
 )
 from .injective import schedule_injective_from_existing
 from .reduction import schedule_reduce
@@ -69,14 +68,14 @@ def schedule_pool(outs, layout=None):
         fuse_parallel(out_st, lead, [shape[k] for k in range(hax)], 4 * num_threads())
     cs = s[inner]
     cs.compute_at(out_st, attach)
-    outer, inn = unit_split2(cs, cs.op.axis)
+    inn = list(cs.op.axis)
     rh, rw_ = cs.op.reduce_axis
     spatial_last = inn[last]
     others = [a for k, a in enumerate(inn) if k != last and k != unroll_pos]
     if unroll_pos is None:
-        cs.reorder(*outer, *others, rh, rw_, spatial_last)
+        cs.reorder(*others, rh, rw_, spatial_last)
     else:
-        cs.reorder(*outer, *others, rh, rw_, inn[unroll_pos], spatial_last)
+        cs.reorder(*others, rh, rw_, inn[unroll_pos], spatial_last)
         cs.unroll(inn[unroll_pos])
     if vec_inner:
         cs.vectorize(spatial_last)

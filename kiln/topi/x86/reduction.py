@@ -15,7 +15,6 @@ from ._common import (
     inline_injective,
     lanes,
     num_threads,
-    unit_split,
 )
 from .injective import schedule_injective_from_existing
 
@@ -90,7 +89,7 @@ def schedule_reduce_stage(s, tensor) -> None:
     st = s[tensor]
     rst = s[rf]
     rdata = list(rf.op.axis)
-    inner = unit_split(rst, rdata)
+    inner = rdata
     rreds = list(rf.op.reduce_axis)
     rst.reorder(*inner[:-1], *rreds, inner[-1])
     rst.vectorize(inner[-1])

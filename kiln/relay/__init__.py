@@ -1,0 +1,18 @@
+"""kiln's graph compiler (TVM's ``relay``): import a model, optimize the graph, compile each
+fused group of operators with kiln.topi, and run it with the graph executor.
+
+    mod, params = relay.frontend.from_onnx(onnx_model, shape={"input": (1, 3, 224, 224)})
+    with relay.build_config(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    m.set_input("input", x); m.run(); y = m.get_output(0).numpy()
+"""
+
+from . import frontend, transform
+from .build_module import PassContext, build, build_config, optimize
+from .executor import GraphExecutorFactoryModule, GraphModule, load_module
+from .graph import Graph, Module, Node
+
+__all__ = ["frontend", "transform", "build", "build_config", "PassContext", "optimize",
+           "GraphExecutorFactoryModule", "GraphModule", "load_module", "Graph", "Module",
+           "Node"]

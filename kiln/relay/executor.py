@@ -1,0 +1,226 @@
+"""Graph executor (TVM's ``graph_executor``): runs the kernels of a built graph in order on
+NDArrays laid out by the static memory plan."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import os
+import tarfile
+import tempfile
+
+import numpy as np
+
+from kiln import nd
+from kiln.runtime import cpu
+from kiln.runtime.module import load_module as _load_lib
+from kiln.runtime.ndarray import NDArray
+
+
+def _view(storage: NDArray, shape, dtype) -> NDArray:
+    """An NDArray of ``shape``/``dtype`` sharing the (CPU) memory of ``storage``."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    data = storage._data.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
+    v = NDArray((0,), dtype, storage.device)
+    v._data = data
+    v._ptr = int(data.ctypes.data)
+    v._shape = tuple(int(s) for s in shape)
+    v._shape_arr = (ctypes.c_int64 * max(len(v._shape), 1))(*v._shape)
+    v._dl.data = v._ptr
+    v._dl.ndim = len(v._shape)
+    v._dl.shape = ctypes.cast(v._shape_arr, ctypes.POINTER(ctypes.c_int64))
+    return v
+
+
+class GraphExecutorFactoryModule:
+    """What ``relay.build`` returns: the compiled library, the execution plan (``graph_json``)
+    and the parameters. ``lib["default"](dev)`` creates a :class:`GraphModule`."""
+
+    def __init__(self, plan: dict, lib, consts: dict[str, np.ndarray]) -> None:
+        self.plan = plan
+        self.lib = lib
+        self.consts = consts
+        self.summary = ""
+        self.build_seconds = 0.0
+
+    @classmethod
+    def from_plan(cls, g, kernels, assign, sizes, lib, mod_name="default"):
+        tid: dict[int, int] = {}
+        tensors: list[dict] = []
+        consts: dict[str, np.ndarray] = {}
+
+        def tensor(n) -> int:
+            if n.uid in tid:
+                return tid[n.uid]
+            t = {"shape": list(n.shape), "dtype": n.dtype, "name": n.name}
+            if n.is_const:
+                key = f"c{len(consts)}_{n.name}"
+                consts[key] = n.value
+                t["const"] = key
+            elif n.is_input:
+                t["input"] = n.name
+            elif n.uid in assign:
+                t["storage"] = assign[n.uid]
+            tid[n.uid] = len(tensors)
+            tensors.append(t)
+            return tid[n.uid]
+
+        for i in g.inputs:
+            tensor(i)
+        steps = [{"func": name, "args": [tensor(i) for i in ext] + [tensor(out)]}
+                 for name, ext, out in kernels]
+        outputs = [tensor(o) for o in g.outputs]
+        plan = {"tensors": tensors, "steps": steps, "outputs": outputs, "storages": sizes,
+                "inputs": [i.name for i in g.inputs], "mod_name": mod_name}
+        return cls(plan, lib, consts)
+
+    # ---- TVM factory API ------------------------------------------------------------
+    def __getitem__(self, name: str):
+        if name != self.plan.get("mod_name", "default"):
+            raise KeyError(f"factory module has no function {name!r}")
+        return lambda dev=None: GraphModule(self, dev)
+
+    def get_graph_json(self) -> str:
+        return json.dumps(self.plan)
+
+    def get_lib(self):
+        return self.lib
+
+    def get_params(self) -> dict:
+        return {k: nd.array(v) for k, v in self.consts.items()}
+
+    def export_library(self, path) -> None:
+        """Save library + plan + parameters in one tar file; load with
+        :func:`kiln.relay.load_module`."""
+        path = os.fspath(path)
+        with tempfile.TemporaryDirectory() as d:
+            so = os.path.join(d, "lib.so")
+            if self.lib is not None:
+                self.lib.export_library(so)
+            buf = io.BytesIO()
+            np.savez(buf, **self.consts)
+            with tarfile.open(path, "w") as tf:
+                if self.lib is not None:
+                    tf.add(so, "lib.so")
+                for name, data in (("graph.json", self.get_graph_json().encode()),
+                                   ("params.npz", buf.getvalue())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+
+
+def load_module(path) -> GraphExecutorFactoryModule:
+    """Load what :meth:`GraphExecutorFactoryModule.export_library` saved."""
+    d = tempfile.mkdtemp(prefix="kiln-relay-")
+    with tarfile.open(os.fspath(path)) as tf:
+        tf.extractall(d, filter="data")
+    with open(os.path.join(d, "graph.json")) as f:
+        plan = json.load(f)
+    with np.load(os.path.join(d, "params.npz")) as z:
+        consts = {k: z[k] for k in z.files}
+    so = os.path.join(d, "lib.so")
+    lib = _load_lib(so) if os.path.exists(so) else None
+    return GraphExecutorFactoryModule(plan, lib, consts)
+
+
+class GraphModule:
+    """``GraphModule(lib["default"](dev))`` or ``graph_runtime.create``: set_input / run /
+    get_output."""
+
+    def __init__(self, module, dev=None) -> None:
+        if isinstance(module, GraphModule):
+            module = module.factory
+        self.factory = module
+        self.dev = dev or cpu(0)
+        plan = module.plan
+        store = [nd.empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
+        self._arrays: list[NDArray] = []
+        self._inputs: dict[str, NDArray] = {}
+        for t in plan["tensors"]:
+            if "const" in t:
+                a = nd.array(np.ascontiguousarray(module.consts[t["const"]]), self.dev)
+            elif "storage" in t:
+                a = _view(store[t["storage"]], t["shape"], t["dtype"])
+            else:
+                a = nd.empty(t["shape"], t["dtype"], self.dev)
+                if "input" in t:
+                    self._inputs[t["input"]] = a
+            self._arrays.append(a)
+        self._store = store
+        lib = module.lib
+        self._calls = [(lib.get_function(s["func"]), [self._arrays[i] for i in s["args"]])
+                       for s in plan["steps"]]
+        self._outputs = [self._arrays[i] for i in plan["outputs"]]
+
+    def set_input(self, key=None, value=None, **params) -> None:
+        if key is not None:
+            if isinstance(key, int):
+                key = self.factory.plan["inputs"][key]
+            if key not in self._inputs:
+                raise KeyError(f"graph has no input {key!r} (inputs: "
+                               f"{', '.join(self._inputs)})")
+            self._inputs[key].copyfrom(value.numpy() if isinstance(value, NDArray) else value)
+        for k, v in params.items():
+            if k in self._inputs:
+                self.set_input(k, v)
+
+    def run(self, **inputs) -> None:
+        if inputs:
+            self.set_input(**inputs)
+        for f, args in self._calls:
+            f(*args)
+
+    def get_output(self, index: int, out=None) -> NDArray:
+        a = self._outputs[index]
+        if out is not None:
+            out.copyfrom(a)
+            return out
+        return nd.array(a.numpy(), self.dev)
+
+    def get_input(self, key) -> NDArray:
+        if isinstance(key, int):
+            key = self.factory.plan["inputs"][key]
+        return self._inputs[key]
+
+    def get_num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_num_inputs(self) -> int:
+        return len(self._inputs)
+
+    def benchmark(self, number: int = 10, repeat: int = 3) -> float:
+        """Median seconds per run."""
+        import time
+
+        res = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            for _ in range(number):
+                self.run()
+            res.append((time.perf_counter() - t) / number)
+        return float(np.median(res))
+
+    def profile(self, number: int = 5) -> list[tuple[str, float]]:
+        """Mean seconds of each kernel over ``number`` runs, in run order."""
+        import time
+
+        self.run()
+        out = []
+        for f, args in self._calls:
+            t = time.perf_counter()
+            for _ in range(number):
+                f(*args)
+            out.append((f.name, (time.perf_counter() - t) / number))
+        return out
+
+
+def create(graph_json_or_factory, lib=None, device=None) -> GraphModule:
+    """``graph_runtime.create(factory_or_graph_json, lib, dev)``."""
+    if isinstance(graph_json_or_factory, GraphExecutorFactoryModule):
+        return GraphModule(graph_json_or_factory, device)
+    if isinstance(lib, GraphExecutorFactoryModule):
+        return GraphModule(lib, device)
+    raise NotImplementedError("graph_runtime.create: pass the module relay.build returned "
+                              "(a graph JSON with separate params is not supported yet)")

@@ -1,0 +1,114 @@
+"""Graph operators: for each, its TE compute (from kiln.topi), its fusion pattern (TVM's
+kinds) and, where cheap, a numpy evaluation used by constant folding.
+
+Fusion patterns, as TVM orders them: ELEMWISE < BROADCAST < INJECTIVE < COMM_REDUCE <
+OUT_ELEMWISE_FUSABLE < OPAQUE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import te, topi
+
+ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, OPAQUE = 0, 1, 2, 3, 4, 7
+PATTERN_NAMES = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduction",
+                 4: "complex-out-fusable", 7: "opaque"}
+
+
+def _conv2d(ts, a):
+    x, w = ts[0], ts[1]
+    groups = a.get("groups", 1)
+    pad = tuple(a["padding"])
+    if groups == 1:
+        out = topi.nn.conv2d_nchw(x, w, a["strides"], pad, a["dilation"])
+    elif a.get("depthwise_layout"):  # weight already reshaped to [C, M, KH, KW]
+        out = topi.nn.depthwise_conv2d_nchw(x, w, a["strides"], pad, a["dilation"])
+    else:
+        out = topi.nn.group_conv2d_nchw(x, w, a["strides"], pad, a["dilation"], groups)
+    if len(ts) > 2:
+        b = ts[2]
+        out = te.compute(out.shape, lambda n, c, h, ww: out[n, c, h, ww] + b[c],
+                         name="T_bias_add", tag="broadcast")
+    return out
+
+
+def _bias_add(ts, a):
+    x, b = ts
+    axis = a.get("axis", 1) % x.ndim
+
+    def f(*i):
+        return x(*i) + b[i[axis]]
+
+    return te.compute(x.shape, f, name="T_bias_add", tag="broadcast")
+
+
+def _dense(ts, a):
+    return topi.nn.dense(ts[0], ts[1], ts[2] if len(ts) > 2 else None)
+
+
+def _pool(ts, a):
+    return topi.nn.pool2d(ts[0], a["kernel"], a["strides"], a.get("dilation", (1, 1)),
+                          tuple(a["padding"]), a["pool_type"], ceil_mode=a.get("ceil_mode", False),
+                          count_include_pad=a.get("count_include_pad", False))
+
+
+def _softmax(ts, a):
+    return topi.nn.softmax(ts[0], a.get("axis", -1))
+
+
+def _reshape(ts, a):
+    return topi.reshape(ts[0], list(a["newshape"]))
+
+
+# name -> (compute, pattern, numpy evaluation or None)
+OPS: dict = {
+    "conv2d": (_conv2d, OUT_ELEMWISE_FUSABLE, None),
+    "dense": (_dense, OUT_ELEMWISE_FUSABLE, lambda v, a: v[0] @ v[1].T + (v[2] if len(v) > 2
+                                                                            else 0)),
+    "matmul": (lambda ts, a: topi.matmul(ts[0], ts[1]), OUT_ELEMWISE_FUSABLE,
+               lambda v, a: v[0] @ v[1]),
+    "bias_add": (_bias_add, BROADCAST, None),
+    "add": (lambda ts, a: topi.add(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] + v[1]),
+    "subtract": (lambda ts, a: topi.subtract(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] - v[1]),
+    "multiply": (lambda ts, a: topi.multiply(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] * v[1]),
+    "divide": (lambda ts, a: topi.divide(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] / v[1]),
+    "relu": (lambda ts, a: topi.nn.relu(ts[0]), ELEMWISE, lambda v, a: np.maximum(v[0], 0)),
+    "sigmoid": (lambda ts, a: topi.sigmoid(ts[0]), ELEMWISE,
+                lambda v, a: 1 / (1 + np.exp(-v[0]))),
+    "tanh": (lambda ts, a: topi.tanh(ts[0]), ELEMWISE, lambda v, a: np.tanh(v[0])),
+    "leaky_relu": (lambda ts, a: topi.nn.leaky_relu(ts[0], a["alpha"]), ELEMWISE,
+                   lambda v, a: np.where(v[0] > 0, v[0], v[0] * a["alpha"])),
+    "clip": (lambda ts, a: topi.clip(ts[0], a["a_min"], a["a_max"]), ELEMWISE,
+             lambda v, a: np.clip(v[0], a["a_min"], a["a_max"])),
+    "max_pool2d": (_pool, OUT_ELEMWISE_FUSABLE, None),
+    "avg_pool2d": (_pool, OUT_ELEMWISE_FUSABLE, None),
+    "global_avg_pool2d": (lambda ts, a: topi.nn.global_pool(ts[0], "avg"), OPAQUE, None),
+    "softmax": (_softmax, OPAQUE, None),
+    "reshape": (_reshape, INJECTIVE, lambda v, a: v[0].reshape(a["newshape"])),
+    "flatten": (lambda ts, a: topi.nn.flatten(ts[0]), INJECTIVE,
+                lambda v, a: v[0].reshape(v[0].shape[0], -1)),
+    "transpose": (lambda ts, a: topi.transpose(ts[0], list(a["axes"])), INJECTIVE,
+                  lambda v, a: np.transpose(v[0], a["axes"])),
+    "concatenate": (lambda ts, a: topi.concatenate(list(ts), a["axis"]), INJECTIVE,
+                    lambda v, a: np.concatenate(v, a["axis"])),
+}
+
+
+def infer_type(node) -> tuple[tuple[int, ...], str]:
+    """Shape and dtype of an operator node, by building its compute on placeholders."""
+    if node.op not in OPS:
+        raise NotImplementedError(f"relay: operator {node.op!r} is not implemented")
+    ts = [te.placeholder(i.shape, dtype=i.dtype, name=f"in{k}") for k, i in
+          enumerate(node.inputs)]
+    try:
+        out = OPS[node.op][0](ts, node.attrs)
+    except Exception as e:  # name the node in the message
+        raise type(e)(f"{node.op} ({node.name or 'unnamed'}): {e}") from e
+    from kiln.topi.utils import get_const_tuple
+
+    return tuple(int(s) for s in get_const_tuple(out.shape)), str(out.dtype)
+
+
+def pattern(op: str) -> int:
+    return OPS[op][1]

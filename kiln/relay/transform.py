@@ -1,0 +1,230 @@
+"""Graph passes: parameter binding, constant folding, batch-norm folding into convolutions,
+depthwise weight layout, operator fusion and static memory planning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .graph import Graph, Node, call, const
+from .op import BROADCAST, INJECTIVE, OPS, OUT_ELEMWISE_FUSABLE, PATTERN_NAMES, pattern
+
+
+def rewrite(graph: Graph, fn) -> Graph:
+    """Rebuild ``graph`` bottom-up; ``fn(old_node, new_inputs)`` returns the new node (or None
+    to keep the node with its inputs replaced)."""
+    memo: dict[int, Node] = {}
+    for n in graph.nodes:
+        new_inputs = [memo[i.uid] for i in n.inputs]
+        out = fn(n, new_inputs)
+        if out is None:
+            if all(a is b for a, b in zip(new_inputs, n.inputs, strict=True)):
+                out = n
+            else:
+                out = call(n.op, new_inputs, name=n.name, **n.attrs) if not (
+                    n.is_const or n.is_input) else n
+        memo[n.uid] = out
+    return Graph([memo.get(i.uid, i) for i in graph.inputs], [memo[o.uid] for o in graph.outputs])
+
+
+def bind_params(graph: Graph, params: dict | None) -> Graph:
+    """Replace the values of parameter constants (and inputs) named in ``params``."""
+    if not params:
+        return graph
+    params = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in params.items()}
+
+    def fn(n, _):
+        if (n.is_const and n.attrs.get("param") or n.is_input) and n.name in params:
+            v = params[n.name]
+            if tuple(v.shape) != tuple(n.shape):
+                raise ValueError(f"param {n.name!r}: shape {v.shape} does not match the "
+                                 f"graph's {n.shape}")
+            c = const(v.astype(n.dtype), n.name)
+            c.attrs["param"] = True
+            return c
+        return None
+
+    g = rewrite(graph, fn)
+    g.inputs = [i for i in g.inputs if not i.is_const]
+    return g
+
+
+def fold_constant(graph: Graph) -> Graph:
+    """Evaluate (numpy) operators whose inputs are all constants."""
+    def fn(n, xs):
+        if n.is_const or n.is_input or not xs or not all(x.is_const for x in xs):
+            return None
+        ev = OPS[n.op][2]
+        if ev is None:
+            return None
+        v = np.asarray(ev([x.value for x in xs], n.attrs)).astype(n.dtype)
+        return const(v.reshape(n.shape), f"{n.name or n.op}_folded")
+
+    return rewrite(graph, fn)
+
+
+def fold_batch_norm(graph: Graph) -> Graph:
+    """``multiply(conv2d(x, w[, b]), scale[C,1,1])`` -> ``conv2d(x, w*scale[, b*scale])`` (the
+    shift of a batch norm stays a bias add that fusion puts in the conv's kernel)."""
+    users = graph.users()
+    outs = {o.uid for o in graph.outputs}
+
+    def fn(n, xs):
+        if n.op != "multiply" or len(xs) != 2:
+            return None
+        c, s = xs
+        old_c = n.inputs[0]
+        if (c.op != "conv2d" or not s.is_const or len(users.get(old_c.uid, [])) != 1
+                or old_c.uid in outs or not c.inputs[1].is_const):
+            return None
+        oc = c.shape[1]
+        if s.value.size != oc or s.value.shape not in ((oc, 1, 1), (1, oc, 1, 1)):
+            return None
+        scale = s.value.reshape(oc).astype(np.float64)
+        w = c.inputs[1].value
+        if c.attrs.get("depthwise_layout"):
+            w2 = w * scale.reshape(w.shape[0], w.shape[1], 1, 1)
+        else:
+            w2 = w * scale.reshape(-1, 1, 1, 1)
+        ins = [c.inputs[0], const(w2.astype(w.dtype), f"{c.inputs[1].name}_bnfold")]
+        if len(c.inputs) > 2:
+            if not c.inputs[2].is_const:
+                return None
+            ins.append(const((c.inputs[2].value * scale).astype(w.dtype), "bias_bnfold"))
+        return call("conv2d", ins, name=c.name, **c.attrs)
+
+    return rewrite(graph, fn)
+
+
+def depthwise_layout(graph: Graph) -> Graph:
+    """Depthwise convolutions with constant weights ``[C*M, 1, KH, KW]`` get topi's depthwise
+    layout ``[C, M, KH, KW]`` (and its schedule)."""
+    def fn(n, xs):
+        if n.op != "conv2d" or n.attrs.get("depthwise_layout"):
+            return None
+        g = n.attrs.get("groups", 1)
+        x, w = xs[0], xs[1]
+        if g == 1 or g != x.shape[1] or w.shape[1] != 1 or not w.is_const:
+            return None
+        oc, _, kh, kw = w.shape
+        w2 = const(w.value.reshape(g, oc // g, kh, kw), f"{w.name}_dw")
+        return call("conv2d", [x, w2] + xs[2:], name=n.name, **n.attrs, depthwise_layout=True)
+
+    return rewrite(graph, fn)
+
+
+# ---- fusion ---------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Group:
+    """A fused group: op nodes computed by one kernel; ``nodes[-1]`` is its output."""
+
+    nodes: list[Node] = field(default_factory=list)
+    anchor_pattern: int = 0
+
+    @property
+    def output(self) -> Node:
+        return self.nodes[-1]
+
+    def describe(self) -> str:
+        kind = PATTERN_NAMES.get(self.anchor_pattern, str(self.anchor_pattern))
+        return f"{' + '.join(op_label(n) for n in self.nodes)}  [{kind}]"
+
+
+def op_label(n: Node) -> str:
+    """The op name, with depthwise / grouped convolutions told apart."""
+    if n.op == "conv2d":
+        if n.attrs.get("depthwise_layout"):
+            return "depthwise_conv2d"
+        if n.attrs.get("groups", 1) > 1:
+            return "group_conv2d"
+    return n.op
+
+
+def fuse_ops(graph: Graph, opt_level: int = 3) -> list[Group]:
+    """Greedy fusion by TVM's pattern kinds: elementwise/broadcast operators join the group of
+    a producer that is complex-out-fusable (conv2d, dense) or injective, when that producer is
+    the group's output and has no other user; injective chains fuse together. Reductions and
+    opaque operators (pooling, softmax) stay kernels of their own."""
+    users = graph.users()
+    outs = {o.uid for o in graph.outputs}
+    group_of: dict[int, Group] = {}
+    groups: list[Group] = []
+    for n in graph.nodes:
+        if n.is_const or n.is_input:
+            continue
+        p = pattern(n.op)
+        target = None
+        if opt_level >= 1 and p <= INJECTIVE:
+            for q in n.inputs:
+                g = group_of.get(q.uid)
+                if g is None or g.output is not q or q.uid in outs:
+                    continue
+                if len(users.get(q.uid, [])) != 1:
+                    continue
+                if g.anchor_pattern == OUT_ELEMWISE_FUSABLE and p > BROADCAST:
+                    continue
+                if g.anchor_pattern not in (OUT_ELEMWISE_FUSABLE,) and g.anchor_pattern > \
+                        INJECTIVE:
+                    continue
+                if target is None or g.anchor_pattern > target.anchor_pattern:
+                    target = g
+        if target is None:
+            target = Group(anchor_pattern=p)
+            groups.append(target)
+        else:
+            target.anchor_pattern = max(target.anchor_pattern, p)
+        target.nodes.append(n)
+        group_of[n.uid] = target
+    # run order: a group needs only the outputs of other groups (interior nodes have a single
+    # user inside the group), so ordering groups by their output's topological position is a
+    # valid schedule even when a node joined a group created earlier than one of its inputs'.
+    pos = {n.uid: k for k, n in enumerate(graph.nodes)}
+    groups.sort(key=lambda g: pos[g.output.uid])
+    return groups
+
+
+# ---- memory planning -----------------------------------------------------------------------
+def plan_memory(groups: list[Group], graph: Graph) -> tuple[dict[int, int], list[int], int]:
+    """Assign each intermediate (a group output that is not a graph output) a storage id,
+    reusing storages whose tensors are dead (liveness by kernel order, best fit).
+
+    Returns (node uid -> storage id, storage sizes in bytes, bytes without reuse)."""
+    outs = {o.uid for o in graph.outputs}
+    last_use: dict[int, int] = {}
+    for k, g in enumerate(groups):
+        for n in g.nodes:
+            for i in n.inputs:
+                last_use[i.uid] = k
+    sizes: list[int] = []
+    free: list[int] = []
+    assign: dict[int, int] = {}
+    live: list[tuple[int, int]] = []  # (last use, storage)
+    naive = 0
+    for k, g in enumerate(groups):
+        still = []
+        for lu, sid in live:
+            if lu < k:
+                free.append(sid)
+            else:
+                still.append((lu, sid))
+        live = still
+        o = g.output
+        if o.uid in outs:
+            continue
+        need = max(o.nbytes, 1)
+        naive += need
+        fits = [s for s in free if sizes[s] >= need]
+        if fits:
+            sid = min(fits, key=lambda s: sizes[s])
+        elif free:
+            sid = max(free, key=lambda s: sizes[s])
+            sizes[sid] = need
+        else:
+            sid = len(sizes)
+            sizes.append(need)
+        if sid in free:
+            free.remove(sid)
+        assign[o.uid] = sid
+        live.append((last_use.get(o.uid, k), sid))
+    return assign, sizes, naive
