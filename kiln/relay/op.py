@@ -82,7 +82,7 @@ OPS: dict = {
     "clip": (lambda ts, a: topi.clip(ts[0], a["a_min"], a["a_max"]), ELEMWISE,
              lambda v, a: np.clip(v[0], a["a_min"], a["a_max"])),
     "max_pool2d": (_pool, OUT_ELEMWISE_FUSABLE, None),
-    "avg_pool2d": (_pool, OUT_ELEMWISE_FUSABLE, None),
+    "avg_pool2d": (_pool, OPAQUE, None),  # topi.x86.schedule_pool cannot take a tail yet
     "global_avg_pool2d": (lambda ts, a: topi.nn.global_pool(ts[0], "avg"), OPAQUE, None),
     "softmax": (_softmax, OPAQUE, None),
     "reshape": (_reshape, INJECTIVE, lambda v, a: v[0].reshape(a["newshape"])),
@@ -104,7 +104,11 @@ def infer_type(node) -> tuple[tuple[int, ...], str]:
     try:
         out = OPS[node.op][0](ts, node.attrs)
     except Exception as e:  # name the node in the message
-        raise type(e)(f"{node.op} ({node.name or 'unnamed'}): {e}") from e
+        try:
+            err = type(e)(f"{node.op} ({node.name or 'unnamed'}): {e}")
+        except Exception:  # an exception type with another constructor
+            raise e from None
+        raise err from e
     from kiln.topi.utils import get_const_tuple
 
     return tuple(int(s) for s in get_const_tuple(out.shape)), str(out.dtype)

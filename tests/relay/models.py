@@ -211,3 +211,10 @@ def exported_flatten_pattern(c=4, hw=5):
              numpy_helper.from_array(np.array([0], np.int64), "ax0"),
              numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
     return _model(nodes, inits, [2, c, hw, hw], [2, c * hw * hw])
+
+
+def maxpool_relu(c=8, hw=12):
+    nodes = [helper.make_node("MaxPool", ["x"], ["m"], name="mp", kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    return _model(nodes, [], [1, c, hw, hw], [1, c, 6, 6])

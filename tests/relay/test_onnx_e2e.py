@@ -37,7 +37,8 @@ def _compile(m, opt_level=3):
 
 @pytest.mark.parametrize("builder", ["conv_bias_relu", "residual_block", "depthwise", "pooling",
                                      "gemm_classifier", "reshape_matmul_concat",
-                                     "two_branches", "exported_flatten_pattern"])
+                                     "two_branches", "exported_flatten_pattern",
+                                     "maxpool_relu"])
 def test_matches_onnxruntime(builder):
     m = getattr(models, builder)()
     lib = _compile(m)
@@ -124,3 +125,13 @@ def test_small_networks_match_onnxruntime(builder):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
     planned = sum(lib.plan["storages"])
     assert "bytes planned" in lib.summary and planned > 0
+
+
+def test_tvm_transform_pass_context():
+    import kiln.transform
+
+    m = models.conv_bias_relu()
+    mod, params = relay.frontend.from_onnx(m)
+    with kiln.transform.PassContext(opt_level=0):
+        lib = relay.build(mod, "llvm", params=params)
+    assert "conv2d + relu" not in lib.summary  # opt_level 0: no fusion

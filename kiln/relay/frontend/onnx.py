@@ -189,7 +189,8 @@ class _Converter:
 
     def Flatten(self, xs, at, name):  # noqa: N802
         x = xs[0]
-        axis = int(at.get("axis", 1)) % max(len(x.shape), 1) if at.get("axis", 1) else 0
+        axis = int(at.get("axis", 1))
+        axis = axis + len(x.shape) if axis < 0 else axis
         lead = int(np.prod(x.shape[:axis], dtype=np.int64))
         if axis == 1:
             return call("flatten", [x], name=name)
