@@ -14,6 +14,7 @@ from types import ModuleType
 # suite name -> module implementing it, in the order `python -m benchmarks` runs them
 SUITES: dict[str, str] = {
     "foundation": "benchmarks.foundation",
+    "cpu": "benchmarks.cpu",
 }
 
 
