@@ -17,7 +17,8 @@ from .runtime.module import load_module
 __version__ = "0.1.0"
 
 __all__ = [
-    "te", "tir", "ir", "nd", "runtime", "target", "transform", "build", "lower", "TVMError", "ScheduleError",
+    "te", "tir", "ir", "nd", "runtime", "target", "transform",
+    "build", "lower", "TVMError", "ScheduleError",
     "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
     "cpu", "cuda", "device", "gpu", "load_module", "install_as_tvm", "__version__",
 ]
