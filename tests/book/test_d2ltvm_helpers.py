@@ -102,7 +102,8 @@ def test_bench_workload_long_work_runs_once_more():
 
 
 def test_np_matmul_timer():
-    assert d2ltvm.np_matmul_timer(8)(3) >= 0
+    measured = d2ltvm.np_matmul_timer(8)(3)
+    assert measured >= 0  # it returns a duration; no speed goal here
 
 
 @pytest.mark.parametrize(

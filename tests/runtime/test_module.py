@@ -166,7 +166,8 @@ def test_time_evaluator(test_module):
     calls = int(counter.numpy()[0]) - 1
     assert calls > 2  # number grew to fill 2 ms per repeat
     a, b, c = vectors()
-    assert test_module.time_evaluator("vadd", cpu(0))(a, b, c).mean > 0
+    result = test_module.time_evaluator("vadd", cpu(0))(a, b, c)
+    assert result.mean > 0  # a sanity check that something was measured, not a speed goal
 
 
 def test_missing_entry_symbol():
