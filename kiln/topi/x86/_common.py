@@ -235,3 +235,14 @@ __all__ = [
     "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
     "find_anchor", "pad_stage_of", "schedule_pad",
 ]
+
+
+def anchor_and_pad(s, outs, anchor: Operation, channel_axis: int = 1):
+    """``anchor_stages`` plus the schedule of the anchor's padding input, when it has one."""
+    from ..utils import input_tensors
+
+    out_st, inner = anchor_stages(s, outs, anchor)
+    pad = pad_stage_of(input_tensors(anchor)[0])
+    if pad is not None:
+        schedule_pad(s, pad, channel_axis=channel_axis)
+    return out_st, inner

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from kiln import te
 
-from ..utils import as_list, get_const_tuple, input_tensors
+from ..utils import as_list, get_const_tuple
 from ._common import (
-    anchor_stages,
+    anchor_and_pad,
     find_anchor,
     is_pow2,
     lanes,
     largest_divisor,
     num_threads,
-    pad_stage_of,
     row_block,
-    schedule_pad,
     worth_parallel,
 )
 from .injective import schedule_injective_from_existing
@@ -47,10 +45,7 @@ def _parallel_pair(st, a, ea, b, eb, parallel=True):
 
 def schedule_conv_nchw_block(s, outs, conv) -> None:
     """Block schedule of an NCHW convolution ``conv`` (plain or grouped) in ``s``."""
-    out_st, inner = anchor_stages(s, outs, conv)
-    pad = pad_stage_of(input_tensors(conv)[0])
-    if pad is not None:
-        schedule_pad(s, pad)
+    out_st, inner = anchor_and_pad(s, outs, conv)
     _, f_out, oh, ow = get_const_tuple(conv.output(0).shape)
     groups = conv.attrs.get("groups", 1) if conv.attrs else 1
     width = lanes(conv.output(0).dtype)
@@ -93,10 +88,7 @@ def schedule_conv2d_nhwc(outs):
     conv = find_anchor(outs, ("conv2d_nhwc",))
     if conv is None:
         return _finish(s, outs, None)
-    out_st, inner = anchor_stages(s, outs, conv)
-    pad = pad_stage_of(input_tensors(conv)[0])
-    if pad is not None:
-        schedule_pad(s, pad, channel_axis=1)
+    out_st, inner = anchor_and_pad(s, outs, conv, channel_axis=1)
     _, oh, ow, f_out = get_const_tuple(conv.output(0).shape)
     width = lanes(conv.output(0).dtype)
     vf = row_block(f_out, width)
@@ -130,10 +122,7 @@ def _reg_block(ow: int) -> int:
 
 def schedule_conv_nchwc_block(s, outs, conv) -> None:
     """Block schedule of a packed convolution (conv2d_NCHWc or depthwise_conv2d_NCHWc)."""
-    out_st, inner = anchor_stages(s, outs, conv)
-    pad = pad_stage_of(input_tensors(conv)[0])
-    if pad is not None:
-        schedule_pad(s, pad)
+    out_st, inner = anchor_and_pad(s, outs, conv)
     _, occ, oh, ow, ocb = get_const_tuple(conv.output(0).shape)
     rw = _reg_block(ow)
     n, oc, y, x, ob = out_st.op.axis
@@ -182,10 +171,7 @@ def schedule_depthwise_conv2d_nchw(outs):
     conv = find_anchor(outs, ("depthwise_conv2d_nchw",))
     if conv is None:
         return _finish(s, outs, None)
-    out_st, inner = anchor_stages(s, outs, conv)
-    pad = pad_stage_of(input_tensors(conv)[0])
-    if pad is not None:
-        schedule_pad(s, pad)
+    out_st, inner = anchor_and_pad(s, outs, conv)
     _, c_out, oh, ow = get_const_tuple(conv.output(0).shape)
     width = lanes(conv.output(0).dtype)
     vw = row_block(ow, width)

@@ -5,19 +5,17 @@ from __future__ import annotations
 from kiln import te
 
 from ..transform import _parse_layout
-from ..utils import as_list, get_const_tuple, input_tensors
+from ..utils import as_list, get_const_tuple
 from ._common import (
     PARALLEL_MIN_ELEMS,
-    anchor_stages,
+    anchor_and_pad,
     find_anchor,
     fuse_parallel,
     is_pow2,
     lanes,
     num_threads,
     numel,
-    pad_stage_of,
     row_block,
-    schedule_pad,
 )
 from .injective import schedule_injective_from_existing
 from .reduction import schedule_reduce
@@ -37,10 +35,7 @@ def schedule_pool(outs, layout=None):
     layout = layout or (pool.attrs or {}).get("layout", "NCHW")
     names = [c for c, _ in _parse_layout(layout)]
     hax, wax = names.index("H"), names.index("W")
-    out_st, inner = anchor_stages(s, outs, pool)
-    pad = pad_stage_of(input_tensors(pool)[0])
-    if pad is not None:
-        schedule_pad(s, pad, channel_axis=1 if hax > 1 else 0)
+    out_st, inner = anchor_and_pad(s, outs, pool, channel_axis=1 if hax > 1 else 0)
     shape = get_const_tuple(pool.output(0).shape)
     width = lanes(pool.output(0).dtype)
     axes = list(out_st.op.axis)
