@@ -19,17 +19,10 @@ import kiln as tvm
 from kiln import te
 from kiln.errors import CompileError
 from kiln.runtime.compiler import find_compiler
+from tests.book._shared import load_example
 
 
-def _example(name):
-    path = Path(__file__).resolve().parents[2] / "examples" / "assignment" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _example("conv1d_cpu")
+ex = load_example("assignment", "conv1d_cpu")
 TARGET = "llvm"
 LENGTHS = (1, 10, 100, 1000, 10000)
 SIZES = [(m, 1024) for m in LENGTHS] + [(1024, n) for n in LENGTHS]

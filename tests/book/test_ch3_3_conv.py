@@ -10,18 +10,9 @@ import pytest
 import kiln as tvm
 from kiln import te
 from kiln.contrib import d2ltvm
+from tests.book._shared import conv_reference
 
 signal = pytest.importorskip("scipy.signal")
-
-
-def conv_reference(data: np.ndarray, weight: np.ndarray, p: int, s: int) -> np.ndarray:
-    """data (ic, n, n), weight (oc, ic, k, k) -> (oc, on, on), zero padding p, stride s."""
-    padded = np.pad(data.astype(np.float64), ((0, 0), (p, p), (p, p)))
-    out = [
-        signal.correlate(padded, w.astype(np.float64), mode="valid", method="direct")[0]
-        for w in weight
-    ]
-    return np.stack(out)[:, ::s, ::s]
 
 
 def test_padding_3d(lower_text):

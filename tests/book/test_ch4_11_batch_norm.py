@@ -15,18 +15,11 @@ import pytest
 import kiln as tvm
 from kiln import te
 from kiln.contrib import d2ltvm
+from tests.book._shared import load_example
 
 
-def _example(name):
-    path = Path(__file__).resolve().parents[2] / "examples" / "book" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _example("ch4_11_batch_norm")
-inline_injective = _example("ch4_10_pooling").inline_injective
+ex = load_example("book", "ch4_11_batch_norm")
+inline_injective = load_example("book", "ch4_10_pooling").inline_injective
 TARGET = "llvm"
 SIZES = [(32, 28), (3, 13)]  # the book's (c, n), and an odd one
 

@@ -15,28 +15,13 @@ import pytest
 import kiln as tvm
 from kiln import te
 from kiln.contrib import d2ltvm
+from tests.book._shared import allocated, load_example
 
 signal = pytest.importorskip("scipy.signal")
 
 
-def allocated(text, name):
-    """The element count of ``allocate name[float32 * count]`` in the lowered code."""
-    found = re.search(rf"allocate {re.escape(name)}\[float32 \* (\d+)\]", text)
-    assert found, f"no allocation of {name}"
-    return int(found.group(1))
-
-
-def _example(name):
-    path = Path(__file__).resolve().parents[2] / "examples" / "book" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _example("ch4_9_depthwise_conv")
+ex = load_example("book", "ch4_9_depthwise_conv")
 TARGET = "llvm"
-
 
 
 def depthwise_reference(data, weight, p, s):
