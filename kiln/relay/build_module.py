@@ -14,6 +14,7 @@ from kiln.ir.stmt import IRModule
 from kiln.target import Target
 
 from . import transform as T
+from .alter_layout import alter_op_layout
 from .executor import GraphExecutorFactoryModule
 from .graph import Graph, Module
 from .op import OPS
@@ -91,6 +92,8 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
         raise NotImplementedError("relay.build: only CPU targets (llvm/c) are supported yet")
     ctx = PassContext.current()
     g = optimize(mod, params, ctx.opt_level)
+    if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
+        g = alter_op_layout(g)
     groups = T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
     funcs, kernels = {}, []
     for k, grp in enumerate(groups):
@@ -112,7 +115,8 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
 def _summary(groups, sizes, naive, g) -> str:
     lines = [f"{len(groups)} kernels from {sum(len(x.nodes) for x in groups)} operators:"]
     for k, grp in enumerate(groups):
-        lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}")
+        lay = f" {grp.output.layout}" if grp.output.layout else ""
+        lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}{lay}")
     outb = sum(o.nbytes for o in g.outputs)
     lines.append(f"memory plan: {len(sizes)} intermediate buffers, {sum(sizes)} bytes planned "
                  f"(peak), {naive} bytes without reuse; outputs {outb} bytes")

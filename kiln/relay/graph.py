@@ -27,6 +27,7 @@ class Node:
     dtype: str = "float32"
     name: str = ""
     value: np.ndarray | None = None  # constants only
+    layout: str = ""  # data layout set by the layout pass ("NCHW16c" ...); "" = as imported
     uid: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -117,8 +118,9 @@ class Graph:
             args += [f"{a}={_fmt(v)}" for a, v in n.attrs.items()]
             names[n.uid] = f"%{k}"
             note = f"  /* {n.name} */" if n.name else ""
+            lay = f" {n.layout}" if n.layout else ""
             lines.append(f"  %{k} = {n.op}({', '.join(args)}) "
-                         f"/* ty=Tensor[{_shp(n)}, {n.dtype}] */{note}")
+                         f"/* ty=Tensor[{_shp(n)}, {n.dtype}]{lay} */{note}")
             k += 1
         outs = ", ".join(names[o.uid] for o in self.outputs)
         lines.append(f"  {outs if len(self.outputs) == 1 else '(' + outs + ')'}")

@@ -50,7 +50,41 @@ def _dense(ts, a):
 def _pool(ts, a):
     return topi.nn.pool2d(ts[0], a["kernel"], a["strides"], a.get("dilation", (1, 1)),
                           tuple(a["padding"]), a["pool_type"], ceil_mode=a.get("ceil_mode", False),
+                          layout=a.get("layout", "NCHW"),
                           count_include_pad=a.get("count_include_pad", False))
+
+
+def _conv2d_nchwc(ts, a):
+    return topi.nn.conv2d_NCHWc(ts[0], ts[1], a["strides"], tuple(a["padding"]), a["dilation"])
+
+
+def _depthwise_nchwc(ts, a):
+    return topi.nn.depthwise_conv2d_NCHWc(ts[0], ts[1], a["strides"], tuple(a["padding"]),
+                                          a["dilation"])
+
+
+def np_layout_transform(v: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """numpy ``layout_transform`` between ``NCHW`` and ``NCHW{b}c`` layouts (and between two
+    blocks); ``OIHW`` weights go through the layout pass's own packing."""
+    from kiln.topi.transform import _parse_layout
+
+    def block(lay):
+        parts = _parse_layout(lay)
+        names = "".join(c for c, _ in parts)
+        if names == "NCHW":
+            return 0
+        if names == "NCHWc":
+            return parts[4][1]
+        raise NotImplementedError(f"layout_transform {src} -> {dst}: only NCHW / NCHW{{b}}c")
+
+    bs, bd = block(src), block(dst)
+    if bs:  # unpack to NCHW
+        n, cc, h, w, b = v.shape
+        v = v.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
+    if bd:
+        n, c, h, w = v.shape
+        v = v.reshape(n, c // bd, bd, h, w).transpose(0, 1, 3, 4, 2)
+    return np.ascontiguousarray(v)
 
 
 def _softmax(ts, a):
@@ -83,7 +117,15 @@ OPS: dict = {
              lambda v, a: np.clip(v[0], a["a_min"], a["a_max"])),
     "max_pool2d": (_pool, OUT_ELEMWISE_FUSABLE, None),
     "avg_pool2d": (_pool, OPAQUE, None),  # topi.x86.schedule_pool cannot take a tail yet
-    "global_avg_pool2d": (lambda ts, a: topi.nn.global_pool(ts[0], "avg"), OPAQUE, None),
+    "global_avg_pool2d": (lambda ts, a: topi.nn.global_pool(ts[0], "avg",
+                                                            a.get("layout", "NCHW")),
+                          OPAQUE, None),
+    "conv2d_NCHWc": (_conv2d_nchwc, OUT_ELEMWISE_FUSABLE, None),
+    "depthwise_conv2d_NCHWc": (_depthwise_nchwc, OUT_ELEMWISE_FUSABLE, None),
+    "layout_transform": (lambda ts, a: topi.layout_transform(ts[0], a["src_layout"],
+                                                             a["dst_layout"]), INJECTIVE,
+                         lambda v, a: np_layout_transform(v[0], a["src_layout"],
+                                                          a["dst_layout"])),
     "softmax": (_softmax, OPAQUE, None),
     "reshape": (_reshape, INJECTIVE, lambda v, a: v[0].reshape(a["newshape"])),
     "flatten": (lambda ts, a: topi.nn.flatten(ts[0]), INJECTIVE,

@@ -1,0 +1,224 @@
+"""The layout pass (TVM's AlterOpLayout for x86): convolutions in the packed ``NCHW{b}c``
+layout, layout-agnostic operators carried in it, ``layout_transform`` only at boundaries.
+
+What the pass guarantees:
+
+* every ``conv2d`` with constant weights and ``groups == 1`` becomes ``conv2d_NCHWc``, and
+  every depthwise ``conv2d`` (channel multiplier 1) ``depthwise_conv2d_NCHWc``; their weights
+  are packed here, at compile time (``OIHW`` -> ``OIHW{ib}i{ob}o``, depthwise
+  ``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``); a conv bias becomes an ``add`` of a
+  packed ``[C/b, 1, 1, b]`` constant (fused into the conv's kernel);
+* a tensor of ``C`` channels is packed by :func:`channel_block` ``(C)`` (16 when it divides,
+  else the largest power-of-two divisor ≥ 4, else ``C`` itself when ``C ≤ 16``, else the
+  largest divisor ≤ 16). A convolution reads its input in whatever block its producer wrote
+  (the input block is only a split of the reduction), so consecutive convolutions need no
+  transform; the 3-channel stem reads ``NCHW3c`` (one block of the 3 channels, no padding);
+* elementwise / broadcast operators (relu, clip, sigmoid, tanh, leaky relu, add, subtract,
+  multiply, divide, bias add), max / average pooling and global average pooling run in the
+  layout of their blocked input; a per-channel constant operand ``[C, 1, 1]`` is packed to
+  ``[C/b, 1, 1, b]``, a scalar one kept; a second tensor operand in another layout gets a
+  ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel);
+* any other operator (flatten, reshape, dense, softmax, grouped convolutions ...) and every
+  graph output read ``NCHW``: a ``layout_transform`` back is inserted once per tensor.
+
+Results are unchanged up to float rounding (only the order of the reduction over input
+channels changes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Graph, Node, call, const
+from .op import np_layout_transform
+
+#: operators computed element by element (any layout works)
+UNARY = {"relu", "clip", "sigmoid", "tanh", "leaky_relu"}
+#: binary operators with numpy broadcasting
+BINARY = {"add", "subtract", "multiply", "divide"}
+POOLS = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"}
+
+#: the preferred channel block (one AVX-512 vector of float32)
+BLOCK = 16
+
+
+def channel_block(c: int) -> int:
+    """The channel block of a tensor with ``c`` channels."""
+    if c % BLOCK == 0:
+        return BLOCK
+    b = BLOCK // 2
+    while b >= 4:
+        if c % b == 0:
+            return b
+        b //= 2
+    if c <= BLOCK:
+        return c
+    return max(d for d in range(1, BLOCK + 1) if c % d == 0)
+
+
+def layout_name(block: int) -> str:
+    return f"NCHW{block}c" if block else "NCHW"
+
+
+def pack_conv_weight(w: np.ndarray, ib: int, ob: int) -> np.ndarray:
+    """``OIHW`` -> ``[O/ob, I/ib, KH, KW, ib, ob]``."""
+    o, i, kh, kw = w.shape
+    return np.ascontiguousarray(
+        w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_depthwise_weight(w: np.ndarray, b: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``."""
+    c, _, kh, kw = w.shape
+    return np.ascontiguousarray(
+        w.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)[:, :, :, :, None, :])
+
+
+def pack_channel_const(v: np.ndarray, c: int, b: int) -> np.ndarray | None:
+    """A per-channel constant (``[C]``, ``[C,1,1]``, ``[1,C,1,1]``) packed to
+    ``[C/b, 1, 1, b]``; a scalar-like one (size 1) as ``[1]``; None when it is neither."""
+    if v.size == 1:
+        return v.reshape(1)
+    if v.size != c or v.ndim > 4:
+        return None
+    if v.ndim == 1:  # a conv bias
+        v = v.reshape(c, 1, 1)
+    shp = (1,) * (4 - v.ndim) + v.shape
+    if shp[1] != c:
+        return None
+    return np.ascontiguousarray(v.reshape(c // b, b)[:, None, None, :])
+
+
+class _Packer:
+    """Rebuilds a graph node by node, remembering each new node's channel block."""
+
+    def __init__(self) -> None:
+        self.new: dict[int, Node] = {}  # old uid -> new node, in its chosen layout
+        self.block: dict[int, int] = {}  # new uid -> channel block (0 = NCHW)
+        self.cache: dict[tuple[int, int], Node] = {}  # (old uid, block) -> converted node
+
+    def blk(self, old: Node) -> int:
+        return self.block.get(self.new[old.uid].uid, 0)
+
+    def put(self, old: Node, node: Node, block: int) -> None:
+        node.layout = layout_name(block) if block else ""
+        self.new[old.uid] = node
+        self.block[node.uid] = block
+
+    def get(self, old: Node, block: int) -> Node:
+        """``old``'s value in layout ``block`` (0 = NCHW), converted once."""
+        node = self.new[old.uid]
+        cur = self.block.get(node.uid, 0)
+        if cur == block:
+            return node
+        key = (old.uid, block)
+        if key not in self.cache:
+            if node.is_const:
+                v = np_layout_transform(node.value, layout_name(cur), layout_name(block))
+                conv = const(v, f"{node.name}_{layout_name(block)}")
+            else:
+                conv = call("layout_transform", [node], name=f"{old.name or old.op}_to_"
+                            f"{layout_name(block)}", src_layout=layout_name(cur),
+                            dst_layout=layout_name(block))
+            conv.layout = layout_name(block) if block else ""
+            self.block[conv.uid] = block
+            self.cache[key] = conv
+        return self.cache[key]
+
+
+def _is_4d(n: Node) -> bool:
+    return len(n.shape) == 4
+
+
+def _conv(p: _Packer, n: Node) -> bool:
+    x, w = n.inputs[0], n.inputs[1]
+    if not (_is_4d(x) and w.is_const and len(w.shape) == 4):
+        return False
+    a = n.attrs
+    groups = a.get("groups", 1)
+    c, oc = x.shape[1], n.shape[1]
+    conv_attrs = {"strides": a["strides"], "padding": a["padding"], "dilation": a["dilation"]}
+    if groups == 1:
+        ib = p.blk(x) or channel_block(c)
+        ob = channel_block(oc)
+        wp = const(pack_conv_weight(w.value, ib, ob), f"{w.name}_OIHW{ib}i{ob}o")
+        y = call("conv2d_NCHWc", [p.get(x, ib), wp], name=n.name, **conv_attrs)
+    elif a.get("depthwise_layout") and w.shape[1] == 1 and groups == c:
+        b = p.blk(x) or channel_block(c)
+        wp = const(pack_depthwise_weight(w.value, b), f"{w.name}_dw{b}c")
+        y = call("depthwise_conv2d_NCHWc", [p.get(x, b), wp], name=n.name, **conv_attrs)
+        ob = b
+    else:  # grouped convolutions, channel multipliers: NCHW
+        return False
+    if len(n.inputs) > 2:
+        bias = n.inputs[2]
+        packed = pack_channel_const(bias.value, oc, ob) if bias.is_const else None
+        if packed is None:
+            return False
+        y.layout = layout_name(ob)
+        y = call("add", [y, const(packed, f"{bias.name}_{layout_name(ob)}")],
+                 name=f"{n.name}_bias")
+    p.put(n, y, ob)
+    return True
+
+
+def _elementwise(p: _Packer, n: Node) -> bool:
+    """Unary / binary / bias-add operators in the layout of a blocked input."""
+    blocked = [i for i in n.inputs if not i.is_const and p.blk(i) and _is_4d(i)]
+    if not blocked or not _is_4d(n):
+        return False
+    b = p.blk(blocked[0])
+    c = n.shape[1]
+    ins = []
+    for i in n.inputs:
+        if i.is_const:
+            v = p.new[i.uid].value
+            if n.op == "bias_add" and v.ndim == 1 and v.size == c:
+                v = v.reshape(c, 1, 1)
+            packed = pack_channel_const(v, c, b)
+            if packed is None:
+                return False
+            ins.append(const(packed.astype(v.dtype), f"{i.name}_{layout_name(b)}"))
+        elif tuple(i.shape) == tuple(n.shape):
+            ins.append(p.get(i, b))
+        else:
+            return False
+    op = "add" if n.op == "bias_add" else n.op
+    attrs = {} if n.op == "bias_add" else dict(n.attrs)
+    p.put(n, call(op, ins, name=n.name, **attrs), b)
+    return True
+
+
+def _pool(p: _Packer, n: Node) -> bool:
+    x = n.inputs[0]
+    b = p.blk(x)
+    if not b or n.attrs.get("layout", "NCHW") != "NCHW":
+        return False
+    p.put(n, call(n.op, [p.get(x, b)], name=n.name, **{**n.attrs, "layout": layout_name(b)}),
+          b)
+    return True
+
+
+def alter_op_layout(graph: Graph) -> Graph:
+    """Run the layout pass on ``graph`` (see the module docstring)."""
+    p = _Packer()
+    for n in graph.nodes:
+        if n.is_const or n.is_input:
+            p.put(n, n, 0)
+            continue
+        if n.op == "conv2d" and _conv(p, n):
+            continue
+        if (n.op in UNARY or n.op in BINARY or n.op == "bias_add") and _elementwise(p, n):
+            continue
+        if n.op in POOLS and _pool(p, n):
+            continue
+        ins = [p.get(i, 0) for i in n.inputs]
+        if all(a is b for a, b in zip(ins, n.inputs, strict=True)):
+            p.put(n, n, 0)
+        else:
+            p.put(n, call(n.op, ins, name=n.name, **n.attrs), 0)
+    return Graph([p.new[i.uid] for i in graph.inputs], [p.get(o, 0) for o in graph.outputs])
+
+
+__all__ = ["alter_op_layout", "channel_block", "pack_conv_weight", "pack_depthwise_weight",
+           "pack_channel_const", "layout_name"]
