@@ -1,0 +1,154 @@
+"""The layout pass: convolutions in NCHW{b}c, layout-agnostic operators carried in it,
+layout_transform only at boundaries; results checked against onnxruntime."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import kiln  # noqa: E402
+from kiln import relay  # noqa: E402
+from kiln.contrib import graph_executor  # noqa: E402
+from kiln.relay.alter_layout import (  # noqa: E402
+    alter_op_layout,
+    channel_block,
+    pack_conv_weight,
+    pack_depthwise_weight,
+)
+from kiln.relay.op import np_layout_transform  # noqa: E402
+
+from . import models  # noqa: E402
+
+_rng = np.random.default_rng(3)
+
+
+def _w(name, *shape):
+    return numpy_helper.from_array((_rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+
+def _model(nodes, inits, inp_shape, out_shape):
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, inp_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def mixed_ops(c=3, f=24, hw=13):
+    """Stem conv (3 channels in), grouped conv (stays NCHW), a per-channel multiply and a
+    scalar add on a packed tensor, average and max pooling, sigmoid, global pooling."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "wg"], ["g0"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["g0", "w1"], ["c1"], strides=[2, 2]),
+        helper.make_node("Mul", ["c1", "scale"], ["m1"]),
+        helper.make_node("Add", ["m1", "half"], ["a1"]),
+        helper.make_node("Sigmoid", ["a1"], ["s1"]),
+        helper.make_node("AveragePool", ["s1"], ["p1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["p1"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Add", ["p2", "p2"], ["d2"]),
+        helper.make_node("GlobalAveragePool", ["d2"], ["y"]),
+    ]
+    inits = [_w("w0", f, c, 3, 3), _w("b0", f), _w("wg", f, f // 2, 3, 3), _w("w1", 40, f, 1, 1),
+             _w("scale", 40, 1, 1), numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    return _model(nodes, inits, [1, c, hw, hw], [1, 40, 1, 1])
+
+
+def _build(m, opt_level=3, **kw):
+    mod, params = relay.frontend.from_onnx(m)
+    with relay.build_config(opt_level=opt_level, **kw):
+        return relay.build(mod, "llvm", params=params)
+
+
+def _run_and_check(m, lib):
+    vi = m.graph.input[0]
+    shp = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    x = np.random.default_rng(1).standard_normal(shp).astype(np.float32)
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    gm.run(**{vi.name: x})
+    y = gm.get_output(0).numpy()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {vi.name: x})[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+
+
+def test_channel_block():
+    assert [channel_block(c) for c in (64, 48, 24, 8, 3, 10, 36, 20, 34)] == \
+        [16, 16, 8, 8, 3, 10, 4, 4, 2]
+
+
+def test_weight_packing_matches_layout_transform():
+    w = _rng.standard_normal((32, 24, 3, 3)).astype(np.float32)
+    p = pack_conv_weight(w, 8, 16)
+    assert p.shape == (2, 3, 3, 3, 8, 16)
+    assert p[1, 2, 0, 1, 5, 7] == w[1 * 16 + 7, 2 * 8 + 5, 0, 1]
+    d = _rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    q = pack_depthwise_weight(d, 16)
+    assert q.shape == (2, 1, 3, 3, 1, 16) and q[1, 0, 2, 1, 0, 3] == d[19, 0, 2, 1]
+
+
+@pytest.mark.parametrize("src,dst", [("NCHW", "NCHW8c"), ("NCHW8c", "NCHW16c"),
+                                     ("NCHW16c", "NCHW4c"), ("NCHW4c", "NCHW")])
+def test_layout_transform_kernel_matches_numpy(src, dst):
+    """One kernel converts between blocks (the relay op, compiled), against numpy."""
+    from kiln import te, topi
+
+    x = _rng.standard_normal((1, 32, 5, 3)).astype(np.float32)
+    xs = np_layout_transform(x, "NCHW", src)
+    t = te.placeholder(xs.shape, name="t")
+    out = topi.layout_transform(t, src, dst)
+    f = kiln.build(topi.x86.schedule_auto([out]), [t, out], "llvm")
+    res = kiln.nd.empty([int(s) for s in out.shape])
+    f(kiln.nd.array(xs), res)
+    np.testing.assert_array_equal(res.numpy(), np_layout_transform(xs, src, dst))
+    np.testing.assert_array_equal(np_layout_transform(res.numpy(), dst, "NCHW"), x)
+
+
+def test_transforms_only_at_boundaries():
+    """ResNet-18: one transform in (the 3-channel input to NCHW3c), one out (before
+    flatten); every conv, the max pool and the global pool run packed; bias, residual add and
+    relu fused into the conv kernels."""
+    lib = _build(models.resnet18(hw=32))
+    s = lib.summary
+    assert s.count("layout_transform") == 2
+    assert "NCHW3c" in s and "conv2d_NCHWc + add + add + relu" in s
+    assert "max_pool2d  [complex-out-fusable]  -> [1, 4, 8, 8, 16] NCHW16c" in s
+    assert "global_avg_pool2d  [opaque]  -> [1, 32, 1, 1, 16] NCHW16c" in s
+    assert "conv2d +" not in s  # no NCHW convolution left
+
+
+def test_graph_keeps_nchw_outputs_and_layouts_in_text():
+    m = models.residual_block()
+    mod, params = relay.frontend.from_onnx(m)
+    g = alter_op_layout(relay.optimize(mod, params))
+    assert g.outputs[0].op == "layout_transform" and g.outputs[0].shape == (1, 8, 9, 9)
+    text = g.astext()
+    assert "conv2d_NCHWc(" in text and "NCHW8c */" in text
+
+
+def test_mixed_operators_match_onnxruntime():
+    m = mixed_ops()
+    lib = _build(m)
+    s = lib.summary
+    assert "group_conv2d" in s  # grouped convolutions stay NCHW
+    assert "avg_pool2d  [opaque]  -> [1, 5, 7, 7, 8] NCHW8c" in s
+    _run_and_check(m, lib)
+
+
+def test_depthwise_and_odd_channels_match_onnxruntime():
+    m = models.depthwise()  # 6 channels: one block of 6; 4 output channels: NCHW4c
+    lib = _build(m)
+    assert "depthwise_conv2d_NCHWc + add + clip" in lib.summary
+    _run_and_check(m, lib)
+
+
+def test_layout_pass_only_at_opt_level3_and_can_be_disabled():
+    m = models.residual_block()
+    assert "NCHW" not in _build(m, opt_level=2).summary
+    assert "NCHW" not in _build(m, disabled_pass=["AlterOpLayout"]).summary
