@@ -112,31 +112,70 @@ def schedule_conv2d_nhwc(outs):
     return s
 
 
-def _reg_block(ow: int) -> int:
+def _reg_block(ow: int, limit: int = 14) -> int:
     """Output pixels per register block of the packed layouts."""
-    rw = largest_divisor(ow, 14)
+    rw = largest_divisor(ow, limit)
     if rw >= 4 or rw == ow:
         return rw
     return row_block(ow, 8)
 
 
-def schedule_conv_nchwc_block(s, outs, conv) -> None:
+#: L2 bytes of weights above which the output-channel blocks go outermost (parallel), so
+#: that each thread streams only its own blocks' weights, reused across all rows
+WEIGHTS_L2 = 256 * 1024
+
+
+def nchwc_plan(conv) -> dict:
+    """Tile sizes of a packed convolution: ``rw`` output pixels x ``vo`` output-channel
+    blocks accumulated in vector registers, and the outer axis (``"oc"`` or ``"y"``) that
+    runs in parallel.
+
+    Convolutions: up to 8 pixels x 2 channel blocks (14-16 independent FMA chains; per
+    input channel 2 weight vectors and ``rw`` broadcasts feed ``2 rw`` FMAs, measured ~20 %
+    faster than 14 pixels x 1 block at 7x7 to 56x56 on AVX-512). Channel blocks outermost
+    when their weights are big and they share out evenly between the threads, else rows.
+    Depthwise: up to 14 pixels x 1 block, rows outermost."""
+    _, occ, oh, ow, _ = get_const_tuple(conv.output(0).shape)
+    nt = num_threads()
+    if conv.tag.startswith("depthwise"):
+        rw = _reg_block(ow)
+        par = "y" if oh >= occ or oh >= 2 * nt else "oc"
+        return {"rw": rw, "vo": 1, "par": par}
+    rw = _reg_block(ow, 8)
+    vo = 2 if occ % 2 == 0 and rw <= 8 else 1
+    n_oc = occ // vo
+    w_bytes = 4
+    for d in get_const_tuple(conv.input_tensors[1].shape):
+        w_bytes *= d
+    if n_oc >= nt and n_oc % nt == 0 and (w_bytes > WEIGHTS_L2 or oh < 2 * nt):
+        par = "oc"
+    else:
+        par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
+    return {"rw": rw, "vo": vo, "par": par}
+
+
+def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
     """Block schedule of a packed convolution (conv2d_NCHWc or depthwise_conv2d_NCHWc)."""
     out_st, inner = anchor_and_pad(s, outs, conv)
-    _, occ, oh, ow, ocb = get_const_tuple(conv.output(0).shape)
-    rw = _reg_block(ow)
+    plan = plan or nchwc_plan(conv)
+    rw, vo = plan["rw"], plan["vo"]
+    _, ocb = get_const_tuple(conv.output(0).shape)[1], get_const_tuple(conv.output(0).shape)[4]
     n, oc, y, x, ob = out_st.op.axis
     xo, xi = out_st.split(x, factor=rw)
-    order = _parallel_pair(out_st, y, oh, oc, occ, worth_parallel(conv))
-    out_st.reorder(n, *order, xo, xi, ob)
+    oco, oci = out_st.split(oc, factor=vo)
+    outer = [oco, y] if plan["par"] == "oc" else [y, oco]
+    if worth_parallel(conv):
+        out_st.parallel(outer[0])
+    out_st.reorder(n, *outer, xo, oci, xi, ob)
     vec = is_pow2(ocb)
     if vec:
         out_st.vectorize(ob)
     cs = s[inner]
     cs.compute_at(out_st, xo)
-    ni, oci, yi, xi2, obi = cs.op.axis
+    ni, oci2, yi, xi2, obi = cs.op.axis
     reds = list(cs.op.reduce_axis)
-    cs.reorder(ni, oci, yi, *reds, xi2, obi)
+    cs.reorder(ni, yi, *reds, oci2, xi2, obi)
+    cs.unroll(oci2)
     cs.unroll(xi2)
     if vec:
         cs.vectorize(obi)
