@@ -69,6 +69,10 @@ POOL_CASES = [
     ((1, 3, 10, 7), 3, 2, 1, (1, 0, 1, 0), "avg", True, False),
     ((1, 2, 8, 8), 2, 2, 1, (0, 0, 0, 0), "avg", False, True),
     ((1, 16, 35, 35), 3, 2, 1, (1, 1, 1, 1), "max", False, True),
+    # max pooling reads clamped indices instead of a padding stage: edges, ceil mode
+    ((1, 3, 10, 7), 3, 2, 1, (1, 0, 1, 0), "max", True, True),
+    ((1, 2, 9, 8), 3, 3, 1, (2, 2, 2, 2), "max", True, True),
+    ((1, 2, 6, 6), 2, 1, 1, (1, 1, 0, 0), "max", False, True),
 ]
 
 
@@ -79,6 +83,18 @@ def test_pool2d(shape, k, s, d, p, ptype, ceil, cip):
     x = randn(shape, 11)
     expected = ref.pool2d_nchw(x, k, s, d, p, ptype, ceil, cip)
     check("schedule_pool", Y, [X], [x], expected)
+
+
+def test_max_pool_has_no_padding_stage():
+    """Dilation 1, padding smaller than the window: no padding stage (reads are clamped);
+    dilated windows still pad with -inf."""
+    from kiln.topi.utils import all_ops
+
+    X = te.placeholder((1, 4, 12, 12), name="X")
+    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 1, 1, "max")])}
+    assert "PaddedInput" not in names
+    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 2, 1, "max")])}
+    assert "PaddedInput" in names
 
 
 def test_pool_nchwc_and_nhwc_layouts():

@@ -68,6 +68,27 @@ def _count(start, k, d, lo, hi):
     return tir.max(last - first, 0)
 
 
+def _clamp_is_exact(kernel, dilation, before, after) -> bool:
+    """Max pooling may read the nearest input element instead of a ``-inf`` padding when the
+    window is contiguous (dilation 1) and every window overlaps the input (padding smaller
+    than the kernel): the clamped element is then inside the window, so the maximum is the
+    same, and there is no padding stage (nor its per-element bounds test)."""
+    return (tuple(dilation) == (1, 1) and any(before + after)
+            and all(p < k for p, k in zip(before, kernel, strict=True))
+            and all(p < k for p, k in zip(after, kernel, strict=True)))
+
+
+def _clamped(data, hax, wax, pt, pl, shape):
+    """``f(*i)`` reading ``data`` at padded coordinates, clamped into the input."""
+    def f(*i):
+        idx = list(i)
+        idx[hax] = tir.min(tir.max(i[hax] - pt, 0), shape[hax] - 1)
+        idx[wax] = tir.min(tir.max(i[wax] - pl, 0), shape[wax] - 1)
+        return data(*idx)
+
+    return f
+
+
 def pool2d(data, kernel, stride, dilation, padding, pool_type, ceil_mode=False,
            layout="NCHW", count_include_pad=True):
     """2-D max (``pool_type="max"``) or average (``"avg"``) pooling.
@@ -93,7 +114,10 @@ def pool2d(data, kernel, stride, dilation, padding, pool_type, ceil_mode=False,
     after[hax], after[wax] = pb + xh, pr + xw
     pad_value = tir.min_value(data.dtype) if pool_type == "max" else make_const(0, data.dtype)
     padded = data
-    if any(before) or any(after):
+    if pool_type == "max" and _clamp_is_exact((kh, kw), (dh, dw), (pt, pl),
+                                              (pb + xh, pr + xw)):
+        padded = _clamped(data, hax, wax, pt, pl, shape)
+    elif any(before) or any(after):
         padded = pad(data, before, after, pad_value=pad_value, name="PaddedInput")
     out_shape = list(shape)
     out_shape[hax], out_shape[wax] = out_h, out_w
