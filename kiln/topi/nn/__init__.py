@@ -7,7 +7,7 @@ from .depthwise_conv2d import depthwise_conv2d_nchw, depthwise_conv2d_NCHWc
 from .elemwise import gelu, leaky_relu, prelu, relu
 from .flatten import flatten
 from .norm import batch_norm, layer_norm
-from .pad import pad
+from .pad import pad, pad_masked
 from .pooling import adaptive_pool, global_pool, pool, pool2d
 from .softmax import log_softmax, softmax
 from .utils import conv_out_size, get_pad_tuple
@@ -15,7 +15,8 @@ from .utils import conv_out_size, get_pad_tuple
 __all__ = [
     "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_NCHWc",
     "depthwise_conv2d_nchw", "depthwise_conv2d_NCHWc", "dense", "batch_matmul", "relu",
-    "leaky_relu", "prelu", "gelu", "flatten", "batch_norm", "layer_norm", "pad", "pool2d",
+    "leaky_relu", "prelu", "gelu", "flatten", "batch_norm", "layer_norm", "pad", "pad_masked",
+    "pool2d",
     "pool", "global_pool", "adaptive_pool", "softmax", "log_softmax", "get_pad_tuple",
     "conv_out_size",
 ]

@@ -16,7 +16,7 @@ from kiln.ir import dtype as dt
 from kiln.ir.expr import cast
 
 from ..utils import get_const_tuple
-from .pad import pad
+from .pad import pad, pad_masked
 from .utils import _pair, conv_out_size, get_pad_tuple
 
 
@@ -24,8 +24,12 @@ def _cast(x, dtype):
     return x if x.dtype == dtype else cast(x, dtype)
 
 
-def _padded(data, pads_before, pads_after, name):
+def _padded(data, pads_before, pads_after, name, masked=False):
+    """The zero-padded input (``data`` itself without padding). ``masked``: the branch-free
+    :func:`pad_masked` form, for packed layouts whose channel block is innermost."""
     if any(pads_before) or any(pads_after):
+        if masked and dt.is_float(data.dtype):
+            return pad_masked(data, pads_before, pads_after, name=name)
         return pad(data, pads_before, pads_after, name=name)
     return data
 
@@ -145,7 +149,7 @@ def conv2d_NCHWc(data, kernel, stride, padding, dilation, layout=None, out_layou
     pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
     out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
     out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
-    data_pad = _padded(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "data_pad")
+    data_pad = _padded(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "data_pad", masked=True)
     icc = te.reduce_axis((0, ic_chunk), name="icc")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")

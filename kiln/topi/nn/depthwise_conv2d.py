@@ -61,7 +61,7 @@ def depthwise_conv2d_NCHWc(Input, Filter, stride, padding, dilation, layout=None
     pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
     out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
     out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
-    temp = _padded(Input, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "PaddedInput")
+    temp = _padded(Input, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "PaddedInput", masked=True)
     di = te.reduce_axis((0, kh), name="di")
     dj = te.reduce_axis((0, kw), name="dj")
     return te.compute(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kiln import te, tir
-from kiln.ir.expr import PrimExpr, make_const
+from kiln.ir.expr import PrimExpr, cast, make_const
 
 from ..utils import get_const_int, is_const_int
 
@@ -46,4 +46,40 @@ def pad(data, pad_before, pad_after=None, pad_value=0.0, name="PadInput"):
     return te.compute(shape, f, name=name, tag="injective,pad")
 
 
-__all__ = ["pad"]
+def pad_masked(data, pad_before, pad_after=None, name="PadInput"):
+    """Zero padding without a per-element branch: ``data`` read at the index clamped into
+    its bounds, times a 0/1 factor of the border test. The test depends only on the padded
+    axes, so when the innermost axis is not padded (a packed channel block) the stage
+    vectorizes as a plain copy. Equal to :func:`pad` with zeros for finite inputs; an
+    ``inf``/``nan`` on the input's edge makes the border next to it ``nan`` (a window that
+    reads the border also reads that edge element, so such outputs are not finite either
+    way)."""
+    n = data.ndim
+    pad_before = [get_const_int(p) for p in pad_before]
+    pad_after = [get_const_int(p) for p in (pad_after if pad_after is not None else pad_before)]
+    if len(pad_before) != n or len(pad_after) != n or min(pad_before + pad_after) < 0:
+        raise ValueError(f"pad_masked: bad padding {pad_before} / {pad_after} for a "
+                         f"{n}-dimensional input")
+    sizes = [get_const_int(s) for s in data.shape]
+    shape = [sizes[k] + pad_before[k] + pad_after[k] for k in range(n)]
+
+    def f(*i):
+        conds, idx = [], []
+        for k in range(n):
+            b, a = pad_before[k], pad_after[k]
+            if b == 0 and a == 0:
+                idx.append(i[k])
+                continue
+            idx.append(tir.min(tir.max(i[k] - b, 0), sizes[k] - 1))
+            if b:
+                conds.append(i[k] >= b)
+            if a:
+                conds.append(i[k] < sizes[k] + b)
+        if not conds:
+            return data(*idx)
+        return data(*idx) * cast(tir.all(*conds), data.dtype)
+
+    return te.compute(shape, f, name=name, tag="injective,pad", attrs={"masked": True})
+
+
+__all__ = ["pad", "pad_masked"]

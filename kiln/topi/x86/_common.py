@@ -216,14 +216,20 @@ def pad_stage_of(t) -> Operation | None:
 
 
 def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
-    """A padding (or packing) stage at the root: parallel over its channel axis when big."""
+    """A padding (or packing) stage at the root: parallel over its channel axis when big; a
+    branch-free (masked) padding whose innermost axis is a short power of two (a packed
+    channel block) vectorized along it."""
     st = s[op]
     if st.attach_type != "root":
         return
+    axes = list(op.axis)
+    if (op.attrs or {}).get("masked") and len(axes) > 1:
+        e = const_extent(axes[-1])
+        if e is not None and is_pow2(e) and 1 < e <= 2 * lanes(op.output(0).dtype):
+            st.vectorize(axes[-1])
     n = numel(op)
     if n is not None and n < PARALLEL_MIN_ELEMS:
         return
-    axes = list(op.axis)
     if len(axes) > channel_axis:
         st.parallel(axes[channel_axis])
 
@@ -237,12 +243,18 @@ __all__ = [
 ]
 
 
-def anchor_and_pad(s, outs, anchor: Operation, channel_axis: int = 1):
-    """``anchor_stages`` plus the schedule of the anchor's padding input, when it has one."""
+def anchor_and_pad(s, outs, anchor: Operation, channel_axis: int = 1,
+                   inline_pad: bool = False):
+    """``anchor_stages`` plus the schedule of the anchor's padding input, when it has one
+    (with ``inline_pad``, a branch-free masked padding is computed inline instead: the
+    anchor reads the input directly, clamped and masked)."""
     from ..utils import input_tensors
 
     out_st, inner = anchor_stages(s, outs, anchor)
     pad = pad_stage_of(input_tensors(anchor)[0])
     if pad is not None:
-        schedule_pad(s, pad, channel_axis=channel_axis)
+        if inline_pad and (pad.attrs or {}).get("masked"):
+            s[pad].compute_inline()
+        else:
+            schedule_pad(s, pad, channel_axis=channel_axis)
     return out_st, inner
