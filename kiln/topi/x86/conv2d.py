@@ -132,7 +132,9 @@ def nchwc_plan(conv) -> dict:
 
     Convolutions: up to 8 pixels x 2 channel blocks (14-16 independent FMA chains; per
     input channel 2 weight vectors and ``rw`` broadcasts feed ``2 rw`` FMAs, measured ~20 %
-    faster than 14 pixels x 1 block at 7x7 to 56x56 on AVX-512). Channel blocks outermost
+    faster than 14 pixels x 1 block at 7x7 to 56x56 on AVX-512), the input-channel loop
+    unrolled by ``ku = 2`` (GCC then keeps each accumulator in one register: 28 FMAs in 51
+    instructions instead of 14 in 34 with 7 register copies). Channel blocks outermost
     when their weights are big and they share out evenly between the threads, else rows.
     Depthwise: up to 14 pixels x 1 block, rows outermost, and the (branch-free, masked)
     padding computed inline (``inline_pad``): a depthwise convolution reads each input
@@ -155,7 +157,8 @@ def nchwc_plan(conv) -> dict:
         par = "oc"
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
-    return {"rw": rw, "vo": vo, "par": par}
+    icb = get_const_tuple(conv.input_tensors[1].shape)[4]
+    return {"rw": rw, "vo": vo, "par": par, "ku": 2 if icb % 2 == 0 else 1}
 
 
 def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
@@ -178,7 +181,13 @@ def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
     cs.compute_at(out_st, xo)
     ni, oci2, yi, xi2, obi = cs.op.axis
     reds = list(cs.op.reduce_axis)
+    ku = plan.get("ku", 1)
+    if ku > 1:
+        ro, ri = cs.split(reds[-1], factor=ku)
+        reds = reds[:-1] + [ro, ri]
     cs.reorder(ni, yi, *reds, oci2, xi2, obi)
+    if ku > 1:
+        cs.unroll(reds[-1])
     cs.unroll(oci2)
     cs.unroll(xi2)
     if vec:
