@@ -1,4 +1,4 @@
-"""The course assignment's depthwise convolution on GPU (seed 000, "make_dwsp_conv2d_gpu_scheduler").
+"""The course assignment's depthwise convolution on GPU (seed 000, "2D Depthwise Separable").
 
 ``inp`` (B, C, H, W) convolved channel by channel with ``ker`` (C, 1, K, K) (PyTorch's
 depthwise weight layout; ``conv2d(inp, ker, padding=K // 2, groups=C)``), stride 1, zero
