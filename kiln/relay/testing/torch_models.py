@@ -4,7 +4,7 @@ The returned ``torch.nn.Module`` holds the model's initializers as buffers and, 
 ``forward``, calls one ``torch.nn.functional`` operator per ONNX node in the graph's order —
 what a hand-written eager model does, with the same weights. It covers the operators of
 :mod:`kiln.relay.testing`'s models (Conv, BatchNormalization, pooling, Gemm, elementwise
-ops, Clip, Flatten, Reshape, Concat, Softmax, ...); another operator raises
+ops, Clip, Flatten, Reshape, Concat, Softmax, Shape/Gather/Unsqueeze, ...); another operator raises
 ``NotImplementedError`` naming it. PyTorch is imported only when this is called.
 """
 
@@ -86,6 +86,21 @@ def _convert(node, xs, at, F, torch):  # noqa: N803
         return F.softmax(xs[0], dim=int(at.get("axis", -1)))
     if op == "LeakyRelu":
         return F.leaky_relu(xs[0], at.get("alpha", 0.01))
+    if op == "Shape":
+        return torch.tensor(xs[0].shape, dtype=torch.int64)
+    if op == "Gather":
+        axis = int(at.get("axis", 0)) % xs[0].dim()
+        idx = xs[1].to(torch.int64)
+        y = torch.index_select(xs[0], axis, idx.reshape(-1))
+        return y.reshape(xs[0].shape[:axis] + idx.shape + xs[0].shape[axis + 1:])
+    if op in ("Unsqueeze", "Squeeze"):
+        axes = at.get("axes") or (xs[1].tolist() if len(xs) > 1 else None)
+        if op == "Squeeze":
+            return xs[0].squeeze() if axes is None else xs[0].squeeze(tuple(axes))
+        y = xs[0]
+        for a in sorted(int(a) % (y.dim() + len(axes)) for a in axes):
+            y = y.unsqueeze(a)
+        return y
     if op == "Transpose":
         return xs[0].permute(*at["perm"])
     simple = {"Relu": F.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
