@@ -145,7 +145,7 @@ def compile_model(model, shapes: dict | None = None, opt_level: int = 3, source:
         mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
         with relay.build_config(opt_level=opt_level):
             return relay.build(mod, target="llvm", params=params)
-    except (NotImplementedError, ValueError, TypeError, KeyError, TVMError) as e:
+    except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, TVMError) as e:
         raise CliError(f"cannot compile {source}: {_one_line(e)}") from None
 
 
@@ -167,7 +167,10 @@ def load_compiled(path: str):
         raise CliError(f"{path}: not a compiled kiln model (graph.json or params.npz missing)")
     from kiln import relay
 
-    return relay.load_module(p)
+    try:
+        return relay.load_module(p)
+    except (OSError, KeyError, ValueError, tarfile.TarError) as e:
+        raise CliError(f"{path}: cannot load the compiled model ({_one_line(e)})") from None
 
 
 def plan_inputs(factory) -> dict[str, tuple[tuple[int, ...], str]]:
