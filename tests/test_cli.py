@@ -149,3 +149,13 @@ def test_console_entry_point_exit_status(tmp_path):
                          timeout=120)
     assert res.returncode == 2
     assert res.stderr.strip() == f"kiln compile: error: {tmp_path / 'nothing.onnx'}: no such file"
+
+
+def test_demo_model_part_small(capsys):
+    """The demo's network part, on a 32x32 ResNet-18 to stay fast."""
+    pytest.importorskip("onnxruntime")
+    from kiln import demo
+
+    assert demo.model_demo("resnet18", hw=32, rounds=1)
+    out = capsys.readouterr().out
+    assert "kernels from" in out and "max abs diff" in out and "kiln / onnxruntime" in out
