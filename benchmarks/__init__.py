@@ -15,6 +15,8 @@ from types import ModuleType
 SUITES: dict[str, str] = {
     "foundation": "benchmarks.foundation",
     "cpu": "benchmarks.cpu",
+    "models": "benchmarks.models",
+    "gpu": "benchmarks.gpu",
 }
 
 

@@ -16,6 +16,18 @@ from .runtime.module import load_module
 
 __version__ = "0.1.0"
 
+#: sub-packages imported on first attribute access (``tvm.relay``, ``tvm.topi`` ...), as
+#: ``import tvm`` makes them available in TVM, without paying for them at import time
+_LAZY = {"arith", "autotvm", "contrib", "relay", "rpc", "testing", "topi"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "te", "tir", "ir", "nd", "runtime", "target", "transform",
     "build", "lower", "TVMError", "ScheduleError",

@@ -1,47 +1,468 @@
-"""The ``kiln`` command: ``kiln demo``, ``kiln bench [SUITE ...]``, ``kiln version``.
+"""The ``kiln`` command.
 
-``kiln bench`` runs the benchmark suites of a kiln source checkout (the ``benchmarks``
-package beside ``kiln/``); an installed kiln without its checkout says so.
+    kiln compile model.onnx [-o model.kiln] [--shape input=1,3,224,224] [--opt-level 3]
+    kiln run model.kiln [--input [NAME=]x.npy] [--output y.npy] [--repeat N]
+    kiln bench model.onnx [--shape ...] [--repeat N] [--threads N]   # kiln vs onnxruntime
+    kiln bench [SUITE ...] [--quick] [--list]                        # the benchmark suites
+    kiln model resnet18 [-o resnet18.onnx] [--hw 224]                # write a test model
+    kiln demo | kiln version
+
+A mistake of the user's (missing file, not an ONNX model, malformed model, unknown input
+name, wrong shape) is reported as one line on stderr and exit status 2; ``kiln bench
+model.onnx`` exits with 1 when kiln's output differs from onnxruntime's. ``kiln bench``
+with suite names runs the benchmark suites of a kiln source checkout (the ``benchmarks``
+package beside ``kiln/``). See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tarfile
+import time
 from pathlib import Path
 
+import numpy as np
 
-def _bench(args: list[str]) -> int:
+USAGE_ERROR = 2
+
+
+class CliError(Exception):
+    """A user error: printed as one line on stderr, exit status 2."""
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+# ---------------------------------------------------------------------------------------
+# loading and compiling an ONNX model
+# ---------------------------------------------------------------------------------------
+
+
+def _existing_file(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise CliError(f"{path}: no such file")
+    if not p.is_file():
+        raise CliError(f"{path}: is not a file ({what} expected)")
+    return p
+
+
+def _import_onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise CliError("reading ONNX models needs the onnx package: "
+                       "pip install 'kiln[onnx]'") from None
+    return onnx
+
+
+def load_onnx(path: str):
+    """The ``onnx.ModelProto`` in file ``path``; CliError when it is missing or is not an
+    ONNX model."""
+    p = _existing_file(path, "an ONNX model")
+    onnx = _import_onnx()
+    try:
+        model = onnx.load(str(p))
+    except Exception as e:  # protobuf DecodeError and friends
+        raise CliError(f"{path}: not an ONNX model file ({_one_line(e)})") from None
+    if not model.HasField("graph") or model.ir_version == 0 or not model.opset_import:
+        raise CliError(f"{path}: not an ONNX model file (no graph, IR version or opset)")
+    return model
+
+
+def graph_inputs(model) -> list[tuple[str, list[int | str], str]]:
+    """``(name, shape, dtype)`` of each graph input that is not an initializer; a symbolic
+    dimension is its name (a str), an unknown one ``"?"``."""
+    from onnx import helper
+
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                 for d in tt.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "?"
+        out.append((vi.name, shape, dtype))
+    return out
+
+
+def _dims(text: str, spec: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in text.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        raise CliError(f"--shape {spec}: dimensions must be integers, e.g. "
+                       f"input=1,3,224,224") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise CliError(f"--shape {spec}: dimensions must be positive integers")
+    return dims
+
+
+def parse_shapes(specs: list[str] | None, model) -> dict[str, tuple[int, ...]]:
+    """``--shape NAME=D1,D2,...`` options (``--shape D1,D2,...`` for a one-input model),
+    checked against the model's inputs: the name must exist and the rank match."""
+    inputs = {name: shape for name, shape, _ in graph_inputs(model)}
+    names = ", ".join(inputs) or "none"
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, sep, text = spec.rpartition("=")
+        if not sep:
+            if len(inputs) != 1:
+                raise CliError(f"--shape {spec}: name the input (NAME=D1,D2,...); the model's "
+                               f"inputs: {names}")
+            name = next(iter(inputs))
+        if name not in inputs:
+            raise CliError(f"--shape {spec}: the model has no input {name!r} (inputs: {names})")
+        dims = _dims(text, spec)
+        declared = inputs[name]
+        if declared and len(declared) != len(dims):
+            raise CliError(f"--shape {spec}: input {name!r} has rank {len(declared)} "
+                           f"(declared shape {_fmt_shape(declared)}), got {len(dims)} dims")
+        shapes[name] = dims
+    for name, declared in inputs.items():
+        if name not in shapes and any(not isinstance(d, int) or d <= 0 for d in declared):
+            raise CliError(f"input {name!r} has shape {_fmt_shape(declared)} with unknown "
+                           f"dimensions: give it with --shape {name}=D1,D2,...")
+    return shapes
+
+
+def _fmt_shape(shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def compile_model(model, shapes: dict | None = None, opt_level: int = 3, source: str = "model"):
+    """Import ``model`` with the input ``shapes`` and build it for the CPU: the factory
+    module of ``relay.build`` (its ``summary`` and ``build_seconds`` filled in). Import and
+    build errors become CliError naming ``source``."""
+    from kiln import relay
+    from kiln.errors import TVMError
+
+    try:
+        mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
+        with relay.build_config(opt_level=opt_level):
+            return relay.build(mod, target="llvm", params=params)
+    except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, TVMError) as e:
+        raise CliError(f"cannot compile {source}: {_one_line(e)}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# compiled model files
+# ---------------------------------------------------------------------------------------
+
+
+def load_compiled(path: str):
+    """The factory module saved by ``kiln compile`` (``export_library``) in ``path``."""
+    p = _existing_file(path, "a compiled model")
+    try:
+        with tarfile.open(p) as tf:
+            names = set(tf.getnames())
+    except (tarfile.TarError, OSError):
+        raise CliError(f"{path}: not a compiled kiln model (make one with "
+                       f"`kiln compile model.onnx -o {p.stem}.kiln`)") from None
+    if not {"graph.json", "params.npz"} <= names:
+        raise CliError(f"{path}: not a compiled kiln model (graph.json or params.npz missing)")
+    from kiln import relay
+
+    try:
+        return relay.load_module(p)
+    except (OSError, KeyError, ValueError, tarfile.TarError) as e:
+        raise CliError(f"{path}: cannot load the compiled model ({_one_line(e)})") from None
+
+
+def plan_inputs(factory) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Input name -> (shape, dtype) of a built or loaded model."""
+    plan = factory.plan
+    info = {t["input"]: (tuple(t["shape"]), t["dtype"]) for t in plan["tensors"]
+            if "input" in t}
+    return {name: info[name] for name in plan["inputs"]}
+
+
+def random_inputs(factory, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape).astype(dtype)
+            for name, (shape, dtype) in plan_inputs(factory).items()}
+
+
+def read_inputs(factory, specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs from ``--input [NAME=]file.npy`` options, checked for name, shape and dtype
+    kind (floats are converted to the input's float type); random for inputs not given."""
+    expected = plan_inputs(factory)
+    names = ", ".join(expected)
+    arrays = random_inputs(factory, seed)
+    for spec in specs or ():
+        name, sep, path = spec.partition("=")
+        if not sep:
+            if len(expected) != 1:
+                raise CliError(f"--input {spec}: name the input (NAME=file.npy); the model's "
+                               f"inputs: {names}")
+            name, path = next(iter(expected)), spec
+        if name not in expected:
+            raise CliError(f"--input {spec}: the model has no input {name!r} (inputs: {names})")
+        _existing_file(path, "a .npy file")
+        try:
+            a = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise CliError(f"{path}: not a .npy array file ({_one_line(e)})") from None
+        if not isinstance(a, np.ndarray):
+            raise CliError(f"{path}: holds several arrays; save one array with np.save")
+        shape, dtype = expected[name]
+        if tuple(a.shape) != shape:
+            raise CliError(f"input {name!r} expects shape {_fmt_shape(shape)} {dtype}; "
+                           f"{path} holds {_fmt_shape(a.shape)} {a.dtype}")
+        if a.dtype != np.dtype(dtype):
+            if a.dtype.kind != np.dtype(dtype).kind:
+                raise CliError(f"input {name!r} expects {dtype}; {path} holds {a.dtype}")
+            a = a.astype(dtype)
+        arrays[name] = np.ascontiguousarray(a)
+    return arrays
+
+
+def _graph_module(factory):
+    import kiln
+    from kiln.contrib import graph_executor
+
+    return graph_executor.GraphModule(factory["default"](kiln.cpu(0)))
+
+
+def _threads() -> int:
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _set_threads(n: int | None) -> int:
+    """Use ``n`` threads in kiln's kernels (OMP_NUM_THREADS, read when the first kernel
+    library is loaded and by the x86 schedules) and return the count in use."""
+    if n is not None:
+        if n <= 0:
+            raise CliError(f"--threads {n}: must be a positive integer")
+        os.environ["OMP_NUM_THREADS"] = str(n)
+    return _threads()
+
+
+def _ms(seconds: float) -> str:
+    """``12.34 ms`` / ``56.7 µs`` (``kiln run`` must not need onnx, so not compare's)."""
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} µs"
+
+
+# ---------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_compile(args) -> int:
+    model = load_onnx(args.model)
+    shapes = parse_shapes(args.shape, model)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".kiln")
+    if out.resolve() == Path(args.model).resolve():
+        raise CliError(f"-o {out}: would overwrite the ONNX model")
+    _set_threads(args.threads)
+    lib = compile_model(model, shapes, args.opt_level, args.model)
+    try:
+        lib.export_library(out)
+    except OSError as e:
+        raise CliError(f"cannot write {out}: {_one_line(e)}") from None
+    if not args.quiet:
+        print(lib.summary)
+    size = out.stat().st_size / 1e6
+    print(f"compiled {args.model} in {lib.build_seconds:.1f} s -> {out} ({size:.1f} MB)")
+    return 0
+
+
+def cmd_run(args) -> int:
+    if args.repeat < 1:
+        raise CliError(f"--repeat {args.repeat}: must be at least 1")
+    factory = load_compiled(args.model)
+    inputs = read_inputs(factory, args.input, args.seed)
+    threads = _set_threads(args.threads)
+    gm = _graph_module(factory)
+    gm.set_input(**inputs)
+    gm.run()  # warm-up (and the result)
+    outputs = [gm.get_output(i).numpy() for i in range(gm.get_num_outputs())]
+    times = []
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        gm.run()
+        times.append(time.perf_counter() - t)
+    given = {s.partition("=")[0] if "=" in s else next(iter(inputs)) for s in args.input or ()}
+    for name, a in inputs.items():
+        origin = "given" if name in given else f"random, seed {args.seed}"
+        print(f"input  {name}: {_fmt_shape(a.shape)} {a.dtype} ({origin})")
+    for i, y in enumerate(outputs):
+        span = f", range [{y.min():.4g}, {y.max():.4g}]" if y.size else ""
+        print(f"output {i}: {_fmt_shape(y.shape)} {y.dtype}{span}")
+    print(f"latency: median {_ms(float(np.median(times)))}, min {_ms(min(times))} over "
+          f"{args.repeat} runs ({threads} threads)")
+    if args.output:
+        if len(outputs) == 1:
+            np.save(args.output, outputs[0])
+        else:
+            np.savez(args.output, **{f"output{i}": y for i, y in enumerate(outputs)})
+        print(f"output written to {args.output}")
+    return 0
+
+
+def cmd_bench_model(args) -> int:
+    from kiln.relay.testing import compare
+
+    if args.repeat < 1:
+        raise CliError(f"--repeat {args.repeat}: must be at least 1")
+    model = load_onnx(args.model)
+    shapes = parse_shapes(args.shape, model)
+    threads = _set_threads(args.threads)
+    lib = compile_model(model, shapes, args.opt_level, args.model)
+    inputs = random_inputs(lib)
+    kernels = len(lib.plan["steps"])
+    shape_text = ", ".join(f"{n} {_fmt_shape(a.shape)} {a.dtype}" for n, a in inputs.items())
+    print(f"{args.model}: compiled in {lib.build_seconds:.1f} s ({kernels} kernels); "
+          f"input {shape_text}; {threads} threads")
+    try:
+        res = compare.against_onnxruntime(lib, model, inputs, threads, rounds=args.repeat)
+    except ImportError as e:
+        raise CliError(str(e)) from None
+    except ValueError as e:  # output shapes differ
+        print(f"check against onnxruntime: MISMATCH: {e}")
+        return 1
+    except Exception as e:  # onnxruntime's own errors (e.g. a shape it cannot take)
+        raise CliError(f"onnxruntime cannot run {args.model}: {_one_line(e)}") from None
+    print("\n".join(compare.report_lines(res, args.repeat)))
+    return 0 if res["ok"] else 1
+
+
+def cmd_model(args) -> int:
+    _import_onnx()
+    from kiln.relay import testing
+
+    if args.list:
+        for name, fn in testing.MODELS.items():
+            first = (fn.__doc__ or "").strip().split("\n\n")[0]
+            print(f"{name:26} {' '.join(first.split()).rstrip('.')}")
+        return 0
+    if not args.name:
+        raise CliError("name a model (kiln model --list shows them)")
+    kwargs = {k: v for k, v in (("hw", args.hw), ("batch", args.batch)) if v is not None}
+    try:
+        model = testing.get_model(args.name, **kwargs)
+    except KeyError as e:
+        raise CliError(str(e.args[0])) from None
+    except TypeError:
+        raise CliError(f"model {args.name!r} takes no --hw/--batch") from None
+    out = args.output or f"{args.name}.onnx"
+    Path(out).write_bytes(model.SerializeToString())
+    ins = ", ".join(f"{n} {_fmt_shape(s)}" for n, s, _ in graph_inputs(model))
+    print(f"wrote {out}: {args.name}, input {ins}")
+    return 0
+
+
+def _bench_suites(args: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     if not (root / "benchmarks" / "__init__.py").exists():
         print("kiln bench: the benchmarks/ folder of a kiln checkout was not found next to "
               f"{root / 'kiln'}; run it from a source checkout", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     sys.path.insert(0, str(root))
     from benchmarks.run import main as bench_main
 
     return bench_main(args)
 
 
+def _is_model_path(arg: str) -> bool:
+    return not arg.startswith("-") and (arg.endswith(".onnx") or os.sep in arg
+                                        or os.path.isfile(arg))
+
+
+# ---------------------------------------------------------------------------------------
+# argument parsing
+# ---------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kiln", description="kiln tensor compiler")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def shape_opts(sp):
+        sp.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                        help="input shape (repeat for several inputs), e.g. "
+                             "input=1,3,224,224; needed for symbolic dimensions")
+        sp.add_argument("--opt-level", type=int, default=3, choices=range(4),
+                        metavar="{0,1,2,3}", help="graph optimization level (default 3)")
+
+    def threads_opt(sp):
+        sp.add_argument("--threads", type=int, default=None,
+                        help="threads for kiln's kernels (default: OMP_NUM_THREADS or all "
+                             "available CPUs)")
+
+    c = sub.add_parser("compile", help="compile an ONNX model to a .kiln file")
+    c.add_argument("model", help="the ONNX model file")
+    c.add_argument("-o", "--output", help="the compiled model (default: MODEL with .kiln)")
+    shape_opts(c)
+    threads_opt(c)
+    c.add_argument("-q", "--quiet", action="store_true", help="do not print the kernels")
+
+    r = sub.add_parser("run", help="run a compiled .kiln model and time it")
+    r.add_argument("model", help="the compiled model (from kiln compile)")
+    r.add_argument("--input", action="append", metavar="[NAME=]FILE.npy",
+                   help="an input array (default: random standard-normal)")
+    r.add_argument("--output", metavar="FILE.npy", help="save the output here")
+    r.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    threads_opt(r)
+
+    b = sub.add_parser("bench", help="kiln vs onnxruntime on an ONNX model, or run the "
+                                     "benchmark suites (kiln bench --list)")
+    b.add_argument("model", help="the ONNX model file")
+    shape_opts(b)
+    b.add_argument("--repeat", type=int, default=10, help="interleaved rounds (default 10)")
+    threads_opt(b)
+
+    m = sub.add_parser("model", help="write one of kiln.relay.testing's ONNX models")
+    m.add_argument("name", nargs="?", help="e.g. resnet18, mobilenet_v2 (--list for all)")
+    m.add_argument("-o", "--output", help="file to write (default: NAME.onnx)")
+    m.add_argument("--hw", type=int, help="input height and width (networks)")
+    m.add_argument("--batch", type=int, help="batch size (networks)")
+    m.add_argument("--list", action="store_true", help="list the models")
+
+    sub.add_parser("demo", help="the demo: a vector add, then ResNet-18 vs onnxruntime")
+    sub.add_parser("version", help="print kiln's version")
+    return p
+
+
+COMMANDS = {"compile": cmd_compile, "run": cmd_run, "bench": cmd_bench_model,
+            "model": cmd_model}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="kiln", description="kiln tensor compiler")
-    parser.add_argument("command", choices=["demo", "bench", "version"])
+    parser = _parser()
     if not argv:
         parser.print_help()
-        return 2
+        return USAGE_ERROR
     command, rest = argv[0], argv[1:]
-    if command == "bench":
-        return _bench(rest)
-    args = parser.parse_args([command])
+    if command == "bench" and not any(_is_model_path(a) for a in rest):
+        return _bench_suites(rest)
+    args = parser.parse_args(argv)  # exits with status 2 on a usage error
     if args.command == "version":
         import kiln
 
         print(kiln.__version__)
         return 0
-    from kiln import demo
+    if args.command == "demo":
+        from kiln import demo
 
-    return demo.main() or 0
+        return demo.main([]) or 0
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as e:
+        print(f"kiln {args.command}: error: {e}", file=sys.stderr)
+        return USAGE_ERROR
 
 
 if __name__ == "__main__":

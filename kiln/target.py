@@ -1,4 +1,10 @@
-"""Targets: ``llvm``, ``llvm -mcpu=...``, ``c`` (all the C backend on the CPU) and ``cuda``."""
+"""Targets: ``llvm``, ``llvm -mcpu=...``, ``c`` (all the C backend on the CPU) and ``cuda``.
+
+A target is also a context, as in TVM::
+
+    with tvm.target.create("cuda"):            # or tvm.target.Target("cuda")
+        nt = tvm.target.Target.current(allow_none=False).max_num_threads   # 1024
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,30 @@ import shlex
 
 from kiln.errors import TVMError
 
+#: device limits TVM's targets report by default (``-max_num_threads=N`` etc. override them)
+_CUDA_DEFAULTS = {"max_num_threads": 1024, "thread_warp_size": 32,
+                  "max_shared_memory_per_block": 49152}
+_CPU_DEFAULTS = {"max_num_threads": 1, "thread_warp_size": 1}
+
 _CPU_KINDS = ("llvm", "c")
 _GPU_KINDS = ("cuda", "nvptx")
 
 
+class TargetKind(str):
+    """``target.kind``: the kind's name, a string ("llvm", "c", "cuda") that also has TVM's
+    ``.name``."""
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+
 class Target:
-    """A parsed target string: its kind and ``-key=value`` options."""
+    """A parsed target string: its kind and ``-key=value`` options.
+
+    ``with target:`` makes it :meth:`current` (nested contexts stack)."""
+
+    _stack: list[Target] = []
 
     def __init__(self, target: str | Target = "llvm"):
         if isinstance(target, Target):
@@ -20,7 +44,7 @@ class Target:
         parts = shlex.split(str(target))
         if not parts:
             raise TVMError("empty target string; use 'llvm', 'c' or 'cuda'")
-        self.kind = parts[0]
+        self.kind = TargetKind(parts[0])
         if self.kind not in _CPU_KINDS + _GPU_KINDS:
             raise TVMError(
                 f"unknown target '{self.kind}'; kiln supports 'llvm', 'c' (CPU, via the "
@@ -32,6 +56,53 @@ class Target:
             key, _, value = p.lstrip("-").partition("=")
             self.attrs[key] = value or "true"
         self.text = str(target)
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The innermost target of the enclosing ``with target:`` blocks."""
+        if Target._stack:
+            return Target._stack[-1]
+        if not allow_none:
+            raise TVMError("Target.current(allow_none=False): no target is in scope; use "
+                           "`with tvm.target.Target('cuda'):` (or 'llvm')")
+        return None
+
+    def __enter__(self) -> Target:
+        Target._stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        Target._stack.pop()
+
+    def _limit(self, name: str) -> int:
+        if name in self.attrs:
+            return int(self.attrs[name])
+        return (_CPU_DEFAULTS if self.is_cpu else _CUDA_DEFAULTS).get(name, 0)
+
+    @property
+    def max_num_threads(self) -> int:
+        """Threads per block (1 on a CPU target)."""
+        return self._limit("max_num_threads")
+
+    @property
+    def thread_warp_size(self) -> int:
+        return self._limit("thread_warp_size")
+
+    @property
+    def max_shared_memory_per_block(self) -> int:
+        return self._limit("max_shared_memory_per_block")
+
+    @property
+    def keys(self) -> list[str]:
+        return ["cpu"] if self.is_cpu else ["cuda", "gpu"]
+
+    @property
+    def model(self) -> str:
+        return self.attrs.get("model", "unknown")
+
+    @property
+    def mcpu(self) -> str:
+        return self.attrs.get("mcpu", "")
 
     @property
     def is_cpu(self) -> bool:
@@ -53,5 +124,13 @@ class Target:
         return f"Target({self.text!r})"
 
 
-def create(target: str) -> Target:
+
+def create(target: str | Target) -> Target:
+    """``tvm.target.create(s)``: the classic spelling of ``Target(s)``."""
     return Target(target)
+
+
+def cuda(model: str = "unknown", arch: str | None = None, options=None) -> Target:
+    """``tvm.target.cuda()``: a CUDA target (``arch`` like ``"sm_80"``)."""
+    text = f"cuda -model={model}" + (f" -arch={arch}" if arch else "")
+    return Target(" ".join([text, *(options or [])]))

@@ -21,6 +21,11 @@ __all__ = [
     "requires_gpu",
     "uses_gpu",
     "requires_llvm",
+    "requires_cuda",
+    "device_enabled",
+    "enabled_targets",
+    "parameter",
+    "fixture",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,3 +92,51 @@ def requires_llvm(func: F) -> F:
     import pytest
 
     return pytest.mark.skipif(not has_c_compiler(), reason="needs a C compiler")(func)
+
+
+requires_cuda = requires_gpu
+
+
+def device_enabled(target: str) -> bool:
+    """Whether tests may run on ``target`` here: ``llvm``/``c`` need a C compiler, ``cuda`` a
+    GPU; anything else is not enabled."""
+    kind = str(target).split()[0] if str(target).strip() else ""
+    if kind in ("llvm", "c"):
+        return has_c_compiler()
+    if kind in ("cuda", "nvptx"):
+        return has_gpu()
+    return False
+
+
+def enabled_targets() -> list[tuple[str, Any]]:
+    """``[(target, device), ...]`` for every target enabled here (``llvm`` first)."""
+    import kiln
+
+    found = []
+    if device_enabled("llvm"):
+        found.append(("llvm", kiln.cpu(0)))
+    if device_enabled("cuda"):
+        found.append(("cuda", kiln.cuda(0)))
+    return found
+
+
+def parameter(*values: Any, ids: Any = None) -> Any:
+    """A pytest fixture taking each of ``values`` in turn, named by the variable it is
+    assigned to in a test module: ``size = tvm.testing.parameter(1, 10, 100)``."""
+    import pytest
+
+    def _param(request):
+        return request.param
+
+    return pytest.fixture(params=list(values), ids=ids)(_param)
+
+
+def fixture(func: F | None = None, *, cache_return_value: bool = False) -> Any:
+    """``@tvm.testing.fixture``: a pytest fixture (``cache_return_value`` is accepted; kiln
+    does not cache across parametrizations)."""
+    import pytest
+
+    del cache_return_value
+    if func is None:
+        return pytest.fixture
+    return pytest.fixture(func)

@@ -17,7 +17,7 @@ def build(inputs, args=None, target="llvm", target_host=None, name: str = "defau
 
     ``mod = kiln.build(s, [A, B, C])`` then ``mod(a, b, c)`` with NDArrays.
     """
-    tgt = Target(target if target is not None else "llvm")
+    tgt = Target(target if target is not None else (Target.current() or "llvm"))
     if isinstance(inputs, Schedule):
         mod = lower(inputs, args, name=name, binds=binds)
     elif isinstance(inputs, PrimFunc):

@@ -12,6 +12,7 @@ import os as _os
 # Set OMP_WAIT_POLICY=active yourself to trade that robustness for lower wake-up latency.
 _os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+from .convert import convert  # noqa: E402
 from .device import Device, context, cpu, cuda, device, gpu  # noqa: E402
 from .module import BenchmarkResult, Module, PackedFunc, load_module  # noqa: E402
 from .ndarray import NDArray, array, empty  # noqa: E402
@@ -30,4 +31,5 @@ __all__ = [
     "PackedFunc",
     "load_module",
     "BenchmarkResult",
+    "convert",
 ]

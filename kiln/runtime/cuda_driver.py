@@ -291,6 +291,15 @@ def _device(device_id: int) -> _DeviceState:
     return st
 
 
+def device_attributes(device_id: int = 0) -> dict:
+    """The limits TVM's ``Device`` reports, read from the driver (raises TVMError without a
+    GPU)."""
+    st = _device(device_id)
+    return {"max_threads_per_block": st.max_threads, "max_shared_memory_per_block":
+            st.max_shared, "compute_version": f"{st.cc[0]}.{st.cc[1]}", "device_name": st.name,
+            "max_thread_dimensions": st.max_block, "warp_size": 32}
+
+
 def device_arch(device_id: int = 0) -> str:
     """``sm_XY`` of a GPU (raises TVMError without one)."""
     return _device(device_id).arch

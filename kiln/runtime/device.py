@@ -85,6 +85,36 @@ class Device:
         if alloc is not None and hasattr(alloc, "sync"):
             alloc.sync(self)
 
+    def _cuda_attr(self, name: str):
+        """A limit of a CUDA device (TVM's Device attributes); None on the CPU."""
+        if self.device_type == CPU:
+            return None
+        from .cuda_driver import device_attributes
+
+        return device_attributes(self.device_id)[name]
+
+    @property
+    def max_threads_per_block(self):
+        return self._cuda_attr("max_threads_per_block")
+
+    @property
+    def max_shared_memory_per_block(self):
+        """Bytes of static shared memory a block may use (None on the CPU)."""
+        return self._cuda_attr("max_shared_memory_per_block")
+
+    @property
+    def warp_size(self):
+        return self._cuda_attr("warp_size")
+
+    @property
+    def compute_version(self):
+        """``"8.0"`` for an sm_80 GPU (None on the CPU)."""
+        return self._cuda_attr("compute_version")
+
+    @property
+    def max_thread_dimensions(self):
+        return self._cuda_attr("max_thread_dimensions")
+
     @property
     def device_name(self) -> str:
         """The type's short name, e.g. ``"cpu"``."""

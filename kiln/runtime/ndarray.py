@@ -145,7 +145,7 @@ class NDArray:
     def __init__(self, shape: int | Sequence[Any], dtype: Any, device: Device) -> None:
         self._shape = _as_shape(shape)
         self._dtype = np.dtype(dtype)
-        code, bits, lanes = dtype_to_dl(self._dtype)
+        dtype_to_dl(self._dtype)  # rejects dtypes compiled code cannot take
         self._device = device
         if device.device_type == CPU:
             self._data: np.ndarray | None = _aligned_empty(self._shape, self._dtype)
@@ -163,10 +163,33 @@ class NDArray:
             self._data = None
             self._ptr = int(alloc.alloc(max(nbytes, 1), device))
             weakref.finalize(self, alloc.free, self._ptr, device)
+        self._init_dl()
+
+    @classmethod
+    def _view(cls, ptr: int, shape: Sequence[int], dtype: Any, device: Device,
+              release: Any) -> NDArray:
+        """An NDArray over memory someone else owns (a DLPack producer): ``release()`` runs
+        when the NDArray is collected."""
+        self = cls.__new__(cls)
+        self._shape = _as_shape(shape)
+        self._dtype = np.dtype(dtype)
+        self._device = device
+        self._ptr = int(ptr)
+        self._data = None
+        if device.device_type == CPU:
+            nbytes = math.prod(self._shape) * self._dtype.itemsize
+            raw = (ctypes.c_uint8 * nbytes).from_address(self._ptr) if nbytes else bytearray()
+            self._data = np.frombuffer(raw, dtype=self._dtype).reshape(self._shape)
+        weakref.finalize(self, release)
+        self._init_dl()
+        return self
+
+    def _init_dl(self) -> None:
+        code, bits, lanes = dtype_to_dl(self._dtype)
         self._shape_arr = (ctypes.c_int64 * max(len(self._shape), 1))(*self._shape)
         dl = DLTensor()
         dl.data = self._ptr
-        dl.device = DLDevice(device.device_type, device.device_id)
+        dl.device = DLDevice(self._device.device_type, self._device.device_id)
         dl.ndim = len(self._shape)
         dl.dtype = DLDataType(code, bits, lanes)
         dl.shape = ctypes.cast(self._shape_arr, ctypes.POINTER(ctypes.c_int64))
@@ -174,6 +197,21 @@ class NDArray:
         dl.byte_offset = 0
         self._dl = dl
         self._handle = ctypes.addressof(dl)
+
+    # ---- DLPack -----------------------------------------------------------------------
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        """A DLPack capsule sharing this array's memory (``np.from_dlpack``,
+        ``torch.from_dlpack``, CuPy ...); kiln's CUDA work runs on the default stream."""
+        from .dlpack import to_capsule
+
+        return to_capsule(self)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._device.device_type, self._device.device_id)
+
+    def to_dlpack(self) -> Any:
+        """TVM's name for :meth:`__dlpack__`: a ``dltensor`` PyCapsule."""
+        return self.__dlpack__()
 
     # ---- properties -------------------------------------------------------------------
     @property

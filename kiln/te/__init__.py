@@ -20,6 +20,8 @@ from kiln.tir.op import (
     log,
     log2,
     log10,
+    max_value,
+    min_value,
     power,
     round,
     rsqrt,
@@ -50,6 +52,7 @@ from .schedule import Schedule, Stage, create_schedule
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 __all__ = [
+    "min_value", "max_value",
     "placeholder", "compute", "var", "size_var", "reduce_axis", "thread_axis", "comm_reducer",
     "sum", "min", "max", "create_schedule", "Schedule", "Stage", "Tensor", "Operation",
     "ComputeOp", "PlaceholderOp", "IterVar", "PrimExpr", "Range", "Reduce", "Var",

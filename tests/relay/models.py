@@ -1,220 +1,30 @@
-"""Small ONNX models built with onnx.helper for the relay tests."""
+"""The relay tests' ONNX models: :mod:`kiln.relay.testing`'s builders, with the two networks
+at a small default size (64x64 input, 10 classes, MobileNetV2 at width 0.5) to keep the
+tests fast."""
 
 from __future__ import annotations
 
-import numpy as np
+import pytest
 
-onnx = __import__("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+pytest.importorskip("onnx")
 
-_rng = np.random.default_rng(0)
-
-
-def _w(name, *shape, scale=0.2):
-    return numpy_helper.from_array((_rng.standard_normal(shape) * scale).astype(np.float32),
-                                   name)
-
-
-def _model(nodes, inits, inp_shape, out_shape, opset=13, inp="x", out="y"):
-    g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info(inp, TensorProto.FLOAT, inp_shape)],
-        [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m
+from kiln.relay import testing as _testing  # noqa: E402
+from kiln.relay.testing import (  # noqa: E402, F401
+    conv_bias_relu,
+    depthwise,
+    exported_flatten_pattern,
+    gemm_classifier,
+    maxpool_relu,
+    pooling,
+    reshape_matmul_concat,
+    residual_block,
+    two_branches,
+)
 
 
-def conv_bias_relu(c=3, f=8, hw=10):
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv0", pads=[1, 1, 1, 1],
-                              strides=[1, 1]),
-             helper.make_node("Relu", ["c"], ["y"], name="relu0")]
-    return _model(nodes, [_w("w", f, c, 3, 3), _w("b", f)], [1, c, hw, hw], [1, f, hw, hw])
+def resnet18(hw=64, classes=10, **kw):
+    return _testing.resnet18(hw=hw, classes=classes, **kw)
 
 
-def _bn(prefix, c, x, y):
-    inits = [numpy_helper.from_array((1 + 0.1 * _rng.standard_normal(c)).astype(np.float32),
-                                     f"{prefix}_g"),
-             _w(f"{prefix}_b", c, scale=0.1), _w(f"{prefix}_m", c, scale=0.1),
-             numpy_helper.from_array((0.5 + _rng.random(c)).astype(np.float32), f"{prefix}_v")]
-    node = helper.make_node("BatchNormalization", [x, f"{prefix}_g", f"{prefix}_b",
-                                                   f"{prefix}_m", f"{prefix}_v"], [y],
-                            name=f"{prefix}", epsilon=1e-5)
-    return node, inits
-
-
-def residual_block(c=8, hw=9):
-    n1, i1 = _bn("bn1", c, "c1", "b1")
-    n2, i2 = _bn("bn2", c, "c2", "b2")
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]), n1,
-             helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
-             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]), n2,
-             helper.make_node("Add", ["b2", "x"], ["s"], name="add"),
-             helper.make_node("Relu", ["s"], ["y"], name="relu2")]
-    return _model(nodes, [_w("w1", c, c, 3, 3), _w("w2", c, c, 3, 3)] + i1 + i2,
-                  [1, c, hw, hw], [1, c, hw, hw])
-
-
-def depthwise(c=6, hw=11):
-    nodes = [helper.make_node("Conv", ["x", "dw", "db"], ["d"], name="dw", group=c,
-                              pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Clip", ["d", "lo", "hi"], ["r"], name="relu6"),
-             helper.make_node("Conv", ["r", "pw"], ["y"], name="pw")]
-    inits = [_w("dw", c, 1, 3, 3), _w("db", c),
-             numpy_helper.from_array(np.array(0, np.float32), "lo"),
-             numpy_helper.from_array(np.array(6, np.float32), "hi"), _w("pw", 4, c, 1, 1)]
-    return _model(nodes, inits, [1, c, hw, hw], [1, 4, 6, 6])
-
-
-def pooling(c=4, hw=12):
-    nodes = [helper.make_node("MaxPool", ["x"], ["m"], name="mp", kernel_shape=[3, 3],
-                              strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("AveragePool", ["m"], ["a"], name="ap", kernel_shape=[2, 2],
-                              strides=[1, 1]),
-             helper.make_node("Sigmoid", ["a"], ["s"], name="sig"),
-             helper.make_node("GlobalAveragePool", ["s"], ["y"], name="gap")]
-    return _model(nodes, [], [1, c, hw, hw], [1, c, 1, 1])
-
-
-def gemm_classifier(c=4, hw=6, classes=10):
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
-             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
-             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["z"], name="fc", transB=1),
-             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=1)]
-    return _model(nodes, [_w("w", 16, c, 3, 3), _w("fc_w", classes, 16), _w("fc_b", classes)],
-                  [1, c, hw, hw], [1, classes])
-
-
-def reshape_matmul_concat():
-    nodes = [helper.make_node("Reshape", ["x", "shp"], ["r"], name="reshape"),
-             helper.make_node("MatMul", ["r", "m"], ["mm"], name="matmul"),
-             helper.make_node("Mul", ["mm", "k"], ["mk"], name="mul"),
-             helper.make_node("Identity", ["mk"], ["i"], name="id"),
-             helper.make_node("Concat", ["i", "mm"], ["y"], name="concat", axis=1)]
-    inits = [numpy_helper.from_array(np.array([2, 12], np.int64), "shp"), _w("m", 12, 5),
-             numpy_helper.from_array(np.float32(0.5) * np.ones(5, np.float32), "k")]
-    return _model(nodes, inits, [2, 3, 4], [2, 10])
-
-
-def two_branches(c=4, hw=8):
-    """conv_a(x) -> relu and conv_b(x) summed: the add joins a group created before the
-    group of its other input (tests the kernel order)."""
-    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["a"], ["ar"], name="relu_a"),
-             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
-             helper.make_node("Add", ["ar", "b"], ["y"], name="add")]
-    return _model(nodes, [_w("wa", 6, c, 3, 3), _w("wb", 6, c, 1, 1)], [1, c, hw, hw],
-                  [1, 6, hw, hw])
-
-
-class _Net:
-    """A tiny ONNX graph builder for ResNet / MobileNetV2-style networks."""
-
-    def __init__(self):
-        self.nodes, self.inits, self.k = [], [], 0
-        self.rng = np.random.default_rng(0)
-
-    def _name(self, p):
-        self.k += 1
-        return f"{p}{self.k}"
-
-    def conv(self, x, cin, cout, k, s, p, g=1):
-        w, y = self._name("w"), self._name("c")
-        std = np.sqrt(2.0 / (cin // g * k * k))
-        self.inits.append(numpy_helper.from_array(
-            (self.rng.standard_normal((cout, cin // g, k, k)) * std).astype(np.float32), w))
-        self.nodes.append(helper.make_node("Conv", [x, w], [y], pads=[p] * 4, strides=[s, s],
-                                           group=g))
-        return y
-
-    def bn(self, x, c):
-        p, y = self._name("bn"), self._name("b")
-        r = self.rng
-        self.inits += [numpy_helper.from_array(v.astype(np.float32), p + s) for v, s in (
-            (1 + 0.1 * r.standard_normal(c), "g"), (0.1 * r.standard_normal(c), "b"),
-            (0.1 * r.standard_normal(c), "m"), (0.5 + r.random(c), "v"))]
-        self.nodes.append(helper.make_node("BatchNormalization",
-                                           [x, p + "g", p + "b", p + "m", p + "v"], [y]))
-        return y
-
-    def op(self, kind, *xs, **attrs):
-        y = self._name(kind.lower())
-        self.nodes.append(helper.make_node(kind, list(xs), [y], **attrs))
-        return y
-
-    def head(self, x, c, classes=10):
-        f = self.op("Flatten", self.op("GlobalAveragePool", x))
-        self.inits += [_w("fcw", classes, c, scale=0.05), _w("fcb", classes, scale=0.05)]
-        self.nodes.append(helper.make_node("Gemm", [f, "fcw", "fcb"], ["y"], transB=1))
-
-    def model(self, hw, classes=10):
-        return _model(self.nodes, self.inits, [1, 3, hw, hw], [1, classes])
-
-
-def resnet18(hw=64):
-    n = _Net()
-    x = n.op("Relu", n.bn(n.conv("x", 3, 64, 7, 2, 3), 64))
-    x = n.op("MaxPool", x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    cin = 64
-    for cout, s in [(64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),
-                    (512, 1)]:
-        h = n.op("Relu", n.bn(n.conv(x, cin, cout, 3, s, 1), cout))
-        h = n.bn(n.conv(h, cout, cout, 3, 1, 1), cout)
-        sc = x if (s == 1 and cin == cout) else n.bn(n.conv(x, cin, cout, 1, s, 0), cout)
-        x, cin = n.op("Relu", n.op("Add", h, sc)), cout
-    n.head(x, 512)
-    return n.model(hw)
-
-
-def mobilenet_v2(hw=64, width=0.5):
-    n = _Net()
-    n.inits += [numpy_helper.from_array(np.array(0, np.float32), "zero"),
-                numpy_helper.from_array(np.array(6, np.float32), "six")]
-
-    def relu6(v):
-        return n.op("Clip", v, "zero", "six")
-
-    def ch(c):
-        return max(8, int(c * width) // 8 * 8)
-
-    cin = ch(32)
-    x = relu6(n.bn(n.conv("x", 3, cin, 3, 2, 1), cin))
-    for t, c, reps, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                          (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
-        c = ch(c)
-        for i in range(reps):
-            st, hid, h = (s if i == 0 else 1), cin * t, x
-            if t != 1:
-                h = relu6(n.bn(n.conv(h, cin, hid, 1, 1, 0), hid))
-            h = relu6(n.bn(n.conv(h, hid, hid, 3, st, 1, g=hid), hid))
-            h = n.bn(n.conv(h, hid, c, 1, 1, 0), c)
-            x, cin = (n.op("Add", h, x) if (st == 1 and cin == c) else h), c
-    x = relu6(n.bn(n.conv(x, cin, 1280, 1, 1, 0), 1280))
-    n.head(x, 1280)
-    return n.model(hw)
-
-
-def exported_flatten_pattern(c=4, hw=5):
-    """The shape computation exporters emit for ``x.view(x.size(0), -1)`` (opset 13), with
-    Dropout, Tanh and LeakyRelu around it."""
-    nodes = [helper.make_node("LeakyRelu", ["x"], ["l"], name="leaky", alpha=0.1),
-             helper.make_node("Shape", ["l"], ["s"], name="shape"),
-             helper.make_node("Gather", ["s", "zero"], ["n"], name="gather", axis=0),
-             helper.make_node("Unsqueeze", ["n", "ax0"], ["nu"], name="unsq"),
-             helper.make_node("Concat", ["nu", "minus1"], ["shp"], name="cat", axis=0),
-             helper.make_node("Reshape", ["l", "shp"], ["r"], name="view"),
-             helper.make_node("Dropout", ["r"], ["d"], name="drop"),
-             helper.make_node("Tanh", ["d"], ["y"], name="tanh")]
-    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
-             numpy_helper.from_array(np.array([0], np.int64), "ax0"),
-             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
-    return _model(nodes, inits, [2, c, hw, hw], [2, c * hw * hw])
-
-
-def maxpool_relu(c=8, hw=12):
-    nodes = [helper.make_node("MaxPool", ["x"], ["m"], name="mp", kernel_shape=[3, 3],
-                              strides=[2, 2], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["m"], ["y"], name="relu")]
-    return _model(nodes, [], [1, c, hw, hw], [1, c, 6, 6])
+def mobilenet_v2(hw=64, width=0.5, classes=10, **kw):
+    return _testing.mobilenet_v2(hw=hw, width=width, classes=classes, **kw)

@@ -1,0 +1,165 @@
+"""GPU suite: kiln's CUDA schedules against PyTorch (cuBLAS / cuDNN, TF32 off), issue 5.
+
+Workloads: SGEMM 1024-4096 (examples/assignment/gemm_gpu.py), the assignment's conv1d
+(M=4096, N=128) and depthwise conv2d (1x256x56x56 and 1x512x14x14, 3x3), and the book's §5.5
+convolution with virtual threads (64 channels, 64x64, 3x3). Each kernel's result is checked
+against PyTorch first; then kiln (``time_evaluator``, CUDA events) and PyTorch (CUDA events
+around back-to-back calls) are timed interleaved, median of repeats.
+
+Without a GPU (or without PyTorch's CUDA build) every kernel is still built and compiled with
+NVRTC, and the report says that nothing was timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
+
+NAME = "gpu"
+DESCRIPTION = "CUDA: SGEMM, conv1d, depthwise, the book's conv vs PyTorch (needs a GPU)"
+
+
+def _example(folder: str, name: str):
+    path = common.REPO_ROOT / "examples" / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kiln_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def workloads(quick: bool) -> list[dict[str, Any]]:
+    """Each workload: its kiln schedule, input shapes, FLOPs and the PyTorch reference."""
+    gemm = _example("assignment", "gemm_gpu")
+    conv1d = _example("assignment", "conv1d_gpu")
+    dwsp = _example("assignment", "dwsp_conv2d_gpu")
+    ch5 = _example("book", "ch5_gpu")
+    out = []
+    for n in ([1024, 2048] if quick else [1024, 2048, 4096]):
+        s, A, B, C = gemm.make_gemm_gpu_scheduler(n, n, n)
+        out.append({"key": f"sgemm.{n}", "label": f"SGEMM {n}³", "sched": s, "args": [A, B, C],
+                    "flop": 2 * n**3, "torch": lambda t, x, y: t.matmul(x, y)})
+    m, k = 4096, 128
+    s, A, W, B = conv1d.make_conv1d_gpu_scheduler(m, k)
+    out.append({"key": "conv1d.4096x128", "label": "conv1d 4096 * 128 (full)", "sched": s,
+                "args": [A, W, B], "flop": 2 * m * k,
+                "torch": lambda t, a, w: t.nn.functional.conv1d(
+                    a.view(1, 1, -1), w.flip(0).view(1, 1, -1), padding=k - 1).view(-1)})
+    for c, hw in ((256, 56), (512, 14)):
+        s, inp, ker, o = dwsp.make_dwsp_conv2d_gpu_scheduler(1, c, hw, hw, 3)
+        out.append({"key": f"depthwise.{c}x{hw}", "label": f"depthwise 3×3 {c}@{hw}²",
+                    "sched": s, "args": [inp, ker, o], "flop": 2 * c * hw * hw * 9,
+                    "torch": lambda t, x, w, c=c: t.nn.functional.conv2d(x, w, padding=1,
+                                                                         groups=c)})
+    sch, args = ch5.conv_vthread(64, 64, 64, 3, 1, 1)
+    out.append({"key": "conv.book_vthread", "label": "book §5.5 conv 64@64², vthread",
+                "sched": sch, "args": list(args), "flop": 2 * 64 * 64 * 64 * 64 * 9,
+                "torch": lambda t, x, w: t.nn.functional.conv2d(x[None], w, padding=1)[0]})
+    return out
+
+
+def _cuda_time(fn: Callable[[], Any], torch, number: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(number):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / number
+
+
+def _measure(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
+    import kiln
+
+    dev = kiln.cuda(0)
+    mod = kiln.build(w["sched"], w["args"], target="cuda")
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal([int(d) for d in t.shape]).astype("float32")
+            for t in w["args"]]
+    arrays = [kiln.nd.array(h, dev) for h in host]
+    mod(*arrays)
+    ins = [torch.from_numpy(h).cuda() for h in host[:-1]]
+    with torch.no_grad():
+        ref = w["torch"](torch, *ins).cpu().numpy()
+    err = float(np.max(np.abs(arrays[-1].numpy() - ref)) / max(1.0, float(np.abs(ref).max())))
+    timer = mod.time_evaluator(mod.entry_name, dev, number=20, repeat=1)
+    kiln_t, torch_t = [], []
+    with torch.no_grad():
+        for _ in range(repeat):
+            kiln_t.append(timer(*arrays).mean)
+            torch_t.append(_cuda_time(lambda: w["torch"](torch, *ins), torch, 20))
+    k, t = statistics.median(kiln_t), statistics.median(torch_t)
+    return {"kiln_s": k, "torch_s": t, "kiln_gflops": w["flop"] / k / 1e9,
+            "torch_gflops": w["flop"] / t / 1e9, "max_rel_err": err, "correct": err < 1e-3}
+
+
+def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
+        verbose: bool = True) -> str:
+    import kiln
+
+    del profile
+    started, t0 = time.time(), time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    have_gpu = kiln.cuda(0).exist and torch is not None and torch.cuda.is_available()
+    figures, details = [], {}
+    if torch is not None and have_gpu:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    from kiln.runtime import cuda_driver
+
+    for w in workloads(quick):
+        if not have_gpu:
+            # still lowered, code-generated and (with cuda-bindings) compiled by NVRTC
+            if cuda_driver.available():
+                kiln.build(w["sched"], w["args"], target="cuda -arch=sm_90")
+                note = "compiled for sm_90, not timed: no CUDA GPU / PyTorch CUDA"
+            else:
+                kiln.lower(w["sched"], w["args"])
+                note = "lowered only: no NVRTC, no GPU"
+            figures.append(common.Figure(w["key"], w["label"], None, "s", notes=note))
+            continue
+        r = _measure(w, torch, 5 if quick else 11)
+        details[w["key"]] = r
+        figures.append(common.Figure(
+            w["key"], f"{w['label']} ({r['kiln_gflops']:.0f} vs {r['torch_gflops']:.0f} "
+            "GFLOP/s)", r["kiln_s"], "s", reference=r["torch_s"], reference_label="PyTorch",
+            notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})"))
+    machine = common.machine_info()
+    if have_gpu:
+        machine["gpu"] = torch.cuda.get_device_name(0)
+    _, md_path, text = common.write_report(
+        NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
+        details=details, started=started, duration_s=time.perf_counter() - t0,
+        out_dir=Path(out_dir) if out_dir else None, title="GPU (CUDA)")
+    if verbose:
+        print(text)
+        print(f"written: {md_path}")
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=DESCRIPTION)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    run(quick=args.quick, out_dir=args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

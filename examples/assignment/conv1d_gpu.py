@@ -1,0 +1,98 @@
+"""The course assignment's 1-D convolution on GPU (seed 000, "1D Convolution on GPU").
+
+B = A * W, the full convolution (``np.convolve(A, W)``): A has M elements, W has N, B has
+M + N - 1. Both functions take ``(M, N)`` and return ``s, A, W, B`` for ``target="cuda"``.
+
+* ``make_conv1d_gpu_scheduler_baseline`` - the compute as handed out (one reduction over all
+  M + N - 1 positions guarded by if_then_else) with the least a GPU needs: the output split
+  into blocks of 256 threads and bound.
+* ``make_conv1d_gpu_scheduler`` - the optimized schedule (docs/assignment_gpu.md):
+  1. **padding**: a zero-padded ``Apad`` so the reduction runs over the N taps of W only, with
+     no condition in the inner loop; the padding is inlined into the shared-memory fetch;
+  2. **shared memory and cooperative fetching**: for each chunk of ``kt`` taps, a block copies
+     the ``threads * per_thread + kt - 1`` input elements and the ``kt`` taps it needs into
+     shared memory, every thread fetching a part; the N taps are processed chunk by chunk, so
+     any N fits in 48 KiB;
+  3. **register tiling**: each thread accumulates ``per_thread`` outputs in registers
+     (``cache_write(B, "local")``), each loaded tap reused ``per_thread`` times;
+  4. **unrolling**: the inner tap loop is unrolled (``auto_unroll_max_step``).
+"""
+
+import kiln as tvm
+from kiln import te
+
+
+def conv1d_full(M, N):
+    """The assignment's compute: ``A, W, B`` with an if_then_else over M + N - 1 terms."""
+    A = te.placeholder((M,), name="A")
+    W = te.placeholder((N,), name="W")
+    k = te.reduce_axis((0, M + N - 1), "k")
+    B = te.compute(
+        (M + N - 1,),
+        lambda n: te.sum(
+            tvm.tir.if_then_else(
+                tvm.tir.any(k < 0, k >= M, n - k < 0, n - k >= N),
+                tvm.tir.const(0.0, "float32"), A[k] * W[n - k]),
+            axis=k),
+        name="B",
+    )
+    return A, W, B
+
+
+def conv1d_padded(M, N):
+    """``A, W, Apad, B``: B[n] = sum_{k < N} Apad[n + k] W[N-1-k], Apad = A with N - 1 zeros
+    on each side."""
+    A = te.placeholder((M,), name="A")
+    W = te.placeholder((N,), name="W")
+    Apad = te.compute(
+        (M + 2 * (N - 1),),
+        lambda i: te.if_then_else(te.any(i < N - 1, i >= M + N - 1), 0.0, A[i - (N - 1)]),
+        name="Apad",
+    )
+    k = te.reduce_axis((0, N), "k")
+    B = te.compute((M + N - 1,), lambda n: te.sum(Apad[n + k] * W[N - 1 - k], axis=k), name="B")
+    return A, W, Apad, B
+
+
+def make_conv1d_gpu_scheduler_baseline(M, N, threads=256):
+    A, W, B = conv1d_full(M, N)
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=threads)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, A, W, B
+
+
+def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64):
+    A, W, Apad, B = conv1d_padded(M, N)
+    s = te.create_schedule(B.op)
+    s[Apad].compute_inline()
+    BL = s.cache_write(B, "local")
+    AS = s.cache_read(Apad, "shared", [BL])
+    WS = s.cache_read(W, "shared", [BL])
+
+    bx, xi = s[B].split(B.op.axis[0], factor=threads * per_thread)
+    tx, _ = s[B].split(xi, factor=per_thread)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[BL].compute_at(s[B], tx)
+
+    (k,) = s[BL].op.reduce_axis
+    ko, ki = s[BL].split(k, factor=min(kt, N))
+    s[BL].reorder(ko, ki, *s[BL].op.axis)
+    s[BL].pragma(ko, "auto_unroll_max_step", 16)
+    for shared in (AS, WS):
+        s[shared].compute_at(s[BL], ko)
+        _, t = s[shared].split(s[shared].op.axis[0], factor=threads)
+        s[shared].bind(t, te.thread_axis("threadIdx.x"))
+    return s, A, W, B
+
+
+VARIANTS = {
+    "baseline": make_conv1d_gpu_scheduler_baseline,
+    "optimized": make_conv1d_gpu_scheduler,
+}
+
+if __name__ == "__main__":
+    s, A, W, B = make_conv1d_gpu_scheduler(1000, 100)
+    print(tvm.lower(s, [A, W, B], simple_mode=True))

@@ -1,0 +1,41 @@
+"""Models for testing and benchmarking the graph compiler (TVM's ``relay.testing``).
+
+``kiln.relay.testing.resnet18()`` and ``mobilenet_v2()`` build the networks as ONNX models
+with ``onnx.helper``, their weights drawn from a seeded numpy generator (nothing is
+downloaded; the same seed gives the same model). Small single-feature models (a conv with
+bias and relu, a residual block, a depthwise block, ...) serve the tests.
+``onnx_to_torch`` runs such a model with PyTorch eager operators, for comparisons.
+
+Needs the ``onnx`` package: ``pip install 'kiln[onnx]'``.
+"""
+
+from __future__ import annotations
+
+try:
+    import onnx  # noqa: F401
+except ImportError as e:
+    raise ImportError("kiln.relay.testing builds ONNX models and needs the onnx package: "
+                      "pip install 'kiln[onnx]'") from e
+
+from .onnx_models import (
+    MODELS,
+    conv_bias_relu,
+    depthwise,
+    exported_flatten_pattern,
+    gemm_classifier,
+    get_model,
+    maxpool_relu,
+    mobilenet_v2,
+    pooling,
+    random_input,
+    reshape_matmul_concat,
+    residual_block,
+    resnet18,
+    two_branches,
+)
+from .torch_models import onnx_to_torch
+
+__all__ = ["MODELS", "get_model", "random_input", "resnet18", "mobilenet_v2",
+           "conv_bias_relu", "residual_block", "depthwise", "pooling", "gemm_classifier",
+           "reshape_matmul_concat", "two_branches", "exported_flatten_pattern",
+           "maxpool_relu", "onnx_to_torch"]
