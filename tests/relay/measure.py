@@ -1,0 +1,78 @@
+"""Per-kernel profile of ResNet-18 and MobileNetV2 (224x224, batch 1, kiln.relay.testing's
+models), with the whole-model latency of kiln and onnxruntime interleaved in one process
+(``python -m benchmarks models`` is the full suite). Not a test (no timing assertions): run
+it by hand with the thread count fixed, e.g.
+
+    OMP_NUM_THREADS=2 python -m tests.relay.measure [resnet18] [mobilenet_v2] [--profile N]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _models():
+    from kiln.relay import testing
+
+    return {"resnet18": testing.resnet18, "mobilenet_v2": testing.mobilenet_v2}
+
+
+def measure(name: str, rounds: int = 9, number: int = 5, profile: int = 0) -> dict:
+    import onnxruntime as ort
+
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    from kiln.relay import testing
+
+    m = _models()[name]()
+    mod, params = relay.frontend.from_onnx(m)
+    with relay.build_config(opt_level=3):
+        lib = relay.build(mod, "llvm", params=params)
+    inp, x = testing.random_input(m)
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    gm.run(**{inp: x})
+    y = gm.get_output(0).numpy()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "2"))
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {inp: x})[0]
+    kt, ot = [], []
+    for _ in range(rounds):
+        kt.append(gm.benchmark(number=number, repeat=1))
+        t = time.perf_counter()
+        for _ in range(number):
+            sess.run(None, {inp: x})
+        ot.append((time.perf_counter() - t) / number)
+    res = {"model": name, "build_s": lib.build_seconds, "kiln_ms": 1e3 * float(np.median(kt)),
+           "ort_ms": 1e3 * float(np.median(ot)),
+           "max_rel_diff": float(np.abs(y - ref).max() / np.abs(ref).max()),
+           "summary": lib.summary}
+    if profile:
+        lines = lib.summary.splitlines()[1:-1]
+        prof = gm.profile(number=10)
+        res["kernels"] = sorted(((t * 1e3, ln.strip()) for (_, t), ln in
+                                 zip(prof, lines, strict=True)), reverse=True)[:profile]
+    return res
+
+
+def main(argv: list[str]) -> None:
+    profile = int(argv[argv.index("--profile") + 1]) if "--profile" in argv else 0
+    names = [a for a in argv if a in _models()] or list(_models())
+    for name in names:
+        r = measure(name, profile=profile)
+        print(f"{name}: kiln {r['kiln_ms']:.2f} ms, onnxruntime {r['ort_ms']:.2f} ms "
+              f"(kiln/ort {r['kiln_ms'] / r['ort_ms']:.2f}), build {r['build_s']:.1f} s, "
+              f"max |diff| / max |ref| {r['max_rel_diff']:.1e}")
+        print("  " + r["summary"].splitlines()[0] + "; " + r["summary"].splitlines()[-1])
+        for t, ln in r.get("kernels", []):
+            print(f"  {t:7.3f} ms  {ln}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
