@@ -55,7 +55,8 @@ def _pool(ts, a):
 
 
 def _conv2d_nchwc(ts, a):
-    return topi.nn.conv2d_NCHWc(ts[0], ts[1], a["strides"], tuple(a["padding"]), a["dilation"])
+    return topi.nn.conv2d_NCHWc(ts[0], ts[1], a["strides"], tuple(a["padding"]), a["dilation"],
+                                out_dtype=ts[0].dtype)
 
 
 def _depthwise_nchwc(ts, a):

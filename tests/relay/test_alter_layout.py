@@ -152,3 +152,23 @@ def test_layout_pass_only_at_opt_level3_and_can_be_disabled():
     m = models.residual_block()
     assert "NCHW" not in _build(m, opt_level=2).summary
     assert "NCHW" not in _build(m, disabled_pass=["AlterOpLayout"]).summary
+
+
+def test_float64_graph_keeps_its_dtype():
+    from kiln.relay.graph import Graph, Module, call, const, input_node
+
+    from ..topi import ref
+
+    x = input_node("x", (1, 16, 6, 6), "float64")
+    w = const(_rng.standard_normal((32, 16, 3, 3)), "w")
+    y = call("relu", [call("conv2d", [x, w], strides=(1, 1), padding=(1, 1, 1, 1),
+                           dilation=(1, 1), groups=1)])
+    lib = relay.build(Module(Graph([x], [y])), "llvm")
+    assert "conv2d_NCHWc + relu" in lib.summary
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    xv = _rng.standard_normal((1, 16, 6, 6))
+    gm.run(x=xv)
+    out = gm.get_output(0).numpy()
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, np.maximum(ref.conv2d_nchw(xv, w.value, 1, 1, 1), 0),
+                               rtol=1e-12, atol=1e-12)
