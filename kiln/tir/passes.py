@@ -9,6 +9,7 @@ from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 
 from .loop_partition import loop_partition
 from .lower_divmod import lower_divmod
+from .partition_conditions import partition_conditions
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
 from .unroll import auto_unroll
@@ -34,6 +35,8 @@ PIPELINE = [
 #: Passes ``kiln.build`` runs on lowered functions for the C backend, after ``kiln.lower``'s
 #: PIPELINE: target-specific lowering that the printed loop program does not show.
 C_PIPELINE = [
+    ("partition_conditions", partition_conditions),
+    ("simplify", simplify),
     ("lower_divmod", lower_divmod),
 ]
 
@@ -57,4 +60,5 @@ def defined_vars(stmt) -> set[Var]:
 
 
 __all__ = ["PIPELINE", "C_PIPELINE", "storage_flatten", "simplify", "loop_partition",
-           "vectorize", "remove_no_op", "auto_unroll", "lower_divmod", "defined_vars"]
+           "vectorize", "remove_no_op", "auto_unroll", "lower_divmod", "partition_conditions",
+           "defined_vars"]
