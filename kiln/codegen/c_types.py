@@ -25,6 +25,13 @@ def vector_name(dtype: str) -> str:
     return dtype.replace("bool", "uint8")
 
 
+def mask_dtype(dtype: str) -> str:
+    """The dtype of a GCC vector comparison of ``dtype`` vectors: signed integers of the same
+    width, each lane all ones (true) or all zeros."""
+    d = dt.parse(dtype)
+    return f"int{d.bits if d.code != 'bool' else 8}x{d.lanes}"
+
+
 def vector_typedef(dtype: str, aligned: bool = True) -> str:
     d = dt.parse(dtype)
     elem = c_scalar(d.element)

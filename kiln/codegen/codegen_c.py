@@ -17,7 +17,7 @@ from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
 
-from .c_types import c_scalar, c_type, vector_name, vector_typedef
+from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
 
 _STACK_LIMIT_BYTES = 64 * 1024
 
@@ -190,11 +190,20 @@ class CSourceWriter:
             if dt.lanes(e.dtype) == 1:
                 body = f"return a {op} b ? a : b;"
             else:
-                n = dt.lanes(e.dtype)
-                body = (f"{t} r; for (int k = 0; k < {n}; ++k) r[k] = a[k] {op} b[k] ? a[k] : "
-                        f"b[k]; return r;")
+                # branch-free lane select: a lane loop with ?: would need if-conversion
+                body = f"return {self._blend_text(e.dtype, f'a {op} b', 'a', 'b')};"
             self.helpers[fn] = f"static inline {t} {fn}({t} a, {t} b) {{ {body} }}"
         return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def _blend_text(self, dtype: str, mask: str, a: str, b: str) -> str:
+        """C for the lane-wise ``mask ? a : b`` of vectors of ``dtype``; ``mask`` is a GCC
+        vector comparison (lanes all ones or all zeros, as signed integers of the same
+        width). Evaluates ``a`` and ``b`` in full."""
+        t = self.need_vector(dtype)
+        it = self.need_vector(mask_dtype(dtype))
+        if it == t:
+            return f"(({mask}) & ({a})) | (~({mask}) & ({b}))"
+        return (f"({t})((({mask}) & ({it})({a})) | (~({mask}) & ({it})({b})))")
 
     def e_Select(self, e: E.Select) -> str:
         if dt.lanes(e.dtype) > 1:

@@ -7,6 +7,7 @@ from kiln.ir.stmt import IRModule, PrimFunc
 from kiln.runtime.module import Module
 from kiln.target import Target
 from kiln.te.schedule import Schedule
+from kiln.tir import passes
 
 from .lower import lower
 
@@ -31,7 +32,16 @@ def build(inputs, args=None, target="llvm", target_host=None, name: str = "defau
         from kiln.codegen import cuda_build
 
         return cuda_build.build(funcs, tgt)
+    funcs = [_prepare_for_c(f) for f in funcs]
     entry = funcs[0].name
     source = generate_c(funcs, tgt.kind, entry)
     return Module.from_source(source, [f.name for f in funcs], entry, tgt.kind,
                               flags=tgt.c_flags())
+
+
+def _prepare_for_c(func: PrimFunc) -> PrimFunc:
+    """Run the C backend's own passes (``kiln.tir.passes.C_PIPELINE``) on a lowered function."""
+    body = func.body
+    for _name, fn in passes.C_PIPELINE:
+        body = fn(body)
+    return func if body is func.body else func.with_body(body)

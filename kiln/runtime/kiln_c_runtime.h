@@ -53,13 +53,17 @@ static void kiln_set_error(const char* fmt, ...) {
   va_end(ap);
 }
 
+/* Floor division and modulo (round toward minus infinity), branch-free so that the C
+ * compiler hoists and vectorizes them like plain arithmetic: the truncating quotient is one
+ * too big exactly when the remainder is non-zero and its sign differs from the divisor's.
+ * kiln.build emits plain / and % where it proves both operands non-negative. */
 static inline int32_t kiln_floordiv_i32(int32_t a, int32_t b) {
-  int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+  int32_t r = a % b; return a / b - (int32_t)((r != 0) & ((r ^ b) < 0)); }
 static inline int32_t kiln_floormod_i32(int32_t a, int32_t b) {
-  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+  int32_t r = a % b; return r + (b & -(int32_t)((r != 0) & ((r ^ b) < 0))); }
 static inline int64_t kiln_floordiv_i64(int64_t a, int64_t b) {
-  int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+  int64_t r = a % b; return a / b - (int64_t)((r != 0) & ((r ^ b) < 0)); }
 static inline int64_t kiln_floormod_i64(int64_t a, int64_t b) {
-  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+  int64_t r = a % b; return r + (b & -(int64_t)((r != 0) & ((r ^ b) < 0))); }
 
 #endif  /* KILN_C_RUNTIME_H_ */

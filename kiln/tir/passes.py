@@ -8,6 +8,8 @@ from kiln.ir.functor import post_order_visit
 from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 
 from .loop_partition import loop_partition
+from .lower_divmod import lower_divmod
+from .partition_conditions import partition_conditions
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
 from .unroll import auto_unroll
@@ -30,6 +32,15 @@ PIPELINE = [
 ]
 
 
+#: Passes ``kiln.build`` runs on lowered functions for the C backend, after ``kiln.lower``'s
+#: PIPELINE: target-specific lowering that the printed loop program does not show.
+C_PIPELINE = [
+    ("partition_conditions", partition_conditions),
+    ("simplify", simplify),
+    ("lower_divmod", lower_divmod),
+]
+
+
 def defined_vars(stmt) -> set[Var]:
     """Variables a statement defines itself: loop variables, lets, allocations."""
     out: set[Var] = set()
@@ -48,6 +59,6 @@ def defined_vars(stmt) -> set[Var]:
     return out
 
 
-__all__ = ["PIPELINE", "storage_flatten", "simplify", "loop_partition", "vectorize",
-           "remove_no_op",
-           "auto_unroll", "defined_vars"]
+__all__ = ["PIPELINE", "C_PIPELINE", "storage_flatten", "simplify", "loop_partition",
+           "vectorize", "remove_no_op", "auto_unroll", "lower_divmod", "partition_conditions",
+           "defined_vars"]

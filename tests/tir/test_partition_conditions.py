@@ -1,0 +1,121 @@
+"""partition_conditions: loops split at padding borders so the interior is a plain copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te, tir, topi
+from kiln.ir import expr as E
+from kiln.ir.functor import post_order_visit
+from kiln.ir.stmt import For
+from kiln.tir.partition_conditions import partition_conditions
+from kiln.tir.passes import simplify
+
+
+def _selects(stmt):
+    found = []
+
+    def visit(n):
+        if isinstance(n, E.Call) and n.op == "tvm_if_then_else" or isinstance(n, E.Select):
+            found.append(n)
+
+    post_order_visit(stmt, visit)
+    return found
+
+
+def _loops(stmt):
+    found = []
+    post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, For) else None)
+    return found
+
+
+def _pad2d(h, w, before, after):
+    A = te.placeholder((h, w), name="A")
+    P = topi.nn.pad(A, before, after)
+    return A, P, te.create_schedule(P.op)
+
+
+def test_padding_interior_is_condition_free():
+    A, P, s = _pad2d(6, 7, [1, 2], [1, 2])
+    body = kiln.lower(s, [A, P])["main"].body
+    assert len(_selects(body)) == 1
+    out = simplify(partition_conditions(body))
+    # rows: top border, interior, bottom border; the interior rows split again by columns
+    assert not _selects(out)
+    copies = []
+
+    def visit(n):
+        if isinstance(n, E.Load):
+            copies.append(n)
+
+    post_order_visit(out, visit)
+    assert len(copies) == 1  # the single interior copy loop
+
+
+def test_printed_lowering_is_unchanged_and_c_source_is_partitioned():
+    A, P, s = _pad2d(6, 7, [1, 2], [1, 2])
+    assert "tvm_if_then_else" in str(kiln.lower(s, [A, P]))
+    mod = kiln.build(s, [A, P])
+    src = mod.get_source()
+    assert " ? " not in src[src.index("_compute("):src.index("KILN_DLL int32_t")]
+
+
+@pytest.mark.parametrize("shape, before, after", [
+    ((6, 7), [1, 2], [1, 2]),
+    ((5, 9), [0, 3], [2, 0]),
+    ((1, 1), [2, 2], [2, 2]),
+    ((4, 13), [1, 1], [1, 1]),
+])
+def test_padding_results_match_numpy(shape, before, after):
+    A, P, s = _pad2d(*shape, before, after)
+    # split the column loop so that the conditions involve an inner loop too
+    xo, xi = s[P].split(P.op.axis[1], factor=4)
+    mod = kiln.build(s, [A, P])
+    a = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    p = kiln.nd.empty([int(x) for x in P.shape])
+    mod(kiln.nd.array(a), p)
+    np.testing.assert_array_equal(p.numpy(), np.pad(a, list(zip(before, after, strict=True))))
+
+
+def test_condition_on_two_loops_and_symbolic_extent():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n, 8), lambda i, j: tir.if_then_else(
+        tir.all(i + j >= 3, i + j < n), A[i + j - 3 + 3 * 0], 0.0), name="B")
+    s = te.create_schedule(B.op)
+    body = kiln.lower(s, [A, B])["main"].body
+    out = simplify(partition_conditions(body))
+    assert len(_loops(out)) > len(_loops(body))
+    mod = kiln.build(s, [A, B])
+    for size in (1, 5, 20):
+        a = np.arange(size, dtype="float32") + 1
+        b = kiln.nd.empty((size, 8))
+        mod(kiln.nd.array(a), b)
+        i, j = np.meshgrid(np.arange(size), np.arange(8), indexing="ij")
+        k = i + j
+        expect = np.where((k >= 3) & (k < size), a[np.clip(k - 3, 0, size - 1)], 0)
+        np.testing.assert_array_equal(b.numpy(), expect)
+
+
+def test_parallel_loops_are_not_split():
+    A, P, s = _pad2d(6, 7, [1, 1], [1, 1])
+    s[P].parallel(P.op.axis[0])
+    body = kiln.lower(s, [A, P])["main"].body
+    out = partition_conditions(body)
+    par = [x for x in _loops(out) if x.kind.value == "parallel"]
+    assert len(par) == 1
+
+
+def test_nonlinear_conditions_are_left_alone():
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: tir.if_then_else(i * i < 50, A[i], 0.0), name="B")
+    s = te.create_schedule(B.op)
+    body = kiln.lower(s, [A, B])["main"].body
+    assert partition_conditions(body) is body
+    mod = kiln.build(s, [A, B])
+    a = np.arange(16, dtype="float32")
+    b = kiln.nd.empty((16,))
+    mod(kiln.nd.array(a), b)
+    np.testing.assert_array_equal(b.numpy(), np.where(np.arange(16) ** 2 < 50, a, 0))
