@@ -521,9 +521,12 @@ def write_report(
 
 def plot_series(path: Path, title: str, x: list, series: Mapping[str, list[float | None]], *,
                 xlabel: str = "size", ylabel: str = "GFLOP/s", logx: bool = False,
-                logy: bool = False, xticklabels: list[str] | None = None) -> Path | None:
+                logy: bool = False, xticklabels: list[str] | None = None,
+                categorical: bool = False) -> Path | None:
     """One PNG line plot, the book's way (``d2ltvm.plot``): ``series`` maps a legend entry
     to one value per ``x`` (None: not measured), kiln's series solid, references dashed.
+    ``categorical``: equally spaced points named ``xticklabels``; otherwise the points sit
+    at ``x`` (log base 2 with ``logx``), labelled ``xticklabels`` or their values.
     Returns the path, or None when matplotlib is not installed."""
     try:
         import matplotlib
@@ -533,20 +536,26 @@ def plot_series(path: Path, title: str, x: list, series: Mapping[str, list[float
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(5.0, 3.4), dpi=110)
-    xs = list(range(len(x))) if xticklabels else list(x)
+    xs = list(range(len(x))) if categorical else list(x)
     for name, ys in series.items():
         pts = [(a, b) for a, b in zip(xs, ys, strict=True) if b is not None]
         if not pts:
             continue
         ax.plot([a for a, _ in pts], [b for _, b in pts], "o-" if "kiln" in name else "s--",
                 label=name, markersize=3.5)
-    if xticklabels:
+    if logx and not categorical:
+        ax.set_xscale("log", base=2)
+    if categorical or len(xs) <= 12:  # the measured sizes as the ticks
         ax.set_xticks(xs)
-        ax.set_xticklabels(xticklabels, fontsize=7)
-    if logx and not xticklabels:
-        ax.set_xscale("log")
+        ax.set_xticklabels(xticklabels or [f"{v:g}" for v in xs], fontsize=7)
+        ax.minorticks_off()
     if logy:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)

@@ -44,6 +44,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/ops.py`
 
 from benchmarks import common  # noqa: E402
 from benchmarks import peak as peak_mod  # noqa: E402
+from benchmarks.foundation import fresh_cache  # noqa: E402
 
 NAME = "ops"
 DESCRIPTION = ("book ch. 4 operators, conv1d, ResNet-18 conv/depthwise/pool vs numpy, PyTorch, "
@@ -113,6 +114,8 @@ def _torch():
     runtime reads it, so PyTorch's threads also sleep between calls. With PyTorch's default
     (spin for a while after each call) its idle threads hold the cores while kiln's threads
     wait for them: every interleaved kiln measurement came out 5-100x slower."""
+    import kiln  # noqa: F401 - sets OMP_WAIT_POLICY before torch's OpenMP runtime reads it
+
     try:
         import torch
     except ImportError:
@@ -327,10 +330,14 @@ def book_depthwise_case(c: int, n: int, k: int) -> Callable[[], Prepared]:
     return prepare
 
 
-def book_pool_case(kind: str, c: int, n: int, k: int) -> Callable[[], Prepared]:
+def book_pool_case(kind: str, c: int, n: int, k: int, fast: bool = True
+                   ) -> Callable[[], Prepared]:
     def prepare():
         ex = _example("book", "ch4_10_pooling")
-        s, args = (ex.optimized_max if kind == "max" else ex.schedule_avg)((c, n, k))
+        if fast:
+            s, args = ex.fast_pool(kind, (c, n, k))
+        else:
+            s, args = (ex.optimized_max if kind == "max" else ex.schedule_avg)((c, n, k))
         mod, bs = _build(s, args)
         x = _normal(_rng("pool", kind, c, n, k), (c, n, n))
         X, Y = _nd(x, np.empty((c, n, n), "float32"))
@@ -421,7 +428,8 @@ def resnet_conv_case(c: int, n: int, k: int = 3, stride: int = 1) -> Callable[[]
         mod, bs, shapes = _layer("conv2d", c, n, k=k, stride=stride, cb=BLOCK)
         rng = _rng("resnet_conv", c, n, k, stride)
         x, w = _normal(rng, (c, n, n)), _normal(rng, (c, c, k, k))
-        X, W, Y = _nd(pack_nchwc(x, BLOCK), pack_kernel(w, BLOCK, BLOCK),
+        ob = shapes[1][-1]  # the output block the example chose
+        X, W, Y = _nd(pack_nchwc(x, BLOCK), pack_kernel(w, BLOCK, ob),
                       np.empty(shapes[-1], "float32"))
         env = {"mod": mod, "X": X, "W": W, "Y": Y, "x": x, "w": w, "np_conv2d": np_conv2d}
         cands = {"kiln": Candidate("mod(X, W, Y)", lambda r: unpack_nchwc(Y.numpy()))}
@@ -528,12 +536,19 @@ def all_cases() -> list[Case]:
                  "ch4_9 depthwise_cached_block", quick=c == 64))
     for kind in ("max", "avg"):
         g = _title(f"{kind}_pool", f"{kind.capitalize()} pooling c, 64², 3x3, stride 1, pad 1 "
-                                   f"(book §4.10), GB/s: input + output")
+                                   f"(book §4.10 sizes, kiln's `fast_pool`), GB/s: input + "
+                                   "output")
         for c in BOOK_CHANNELS:
             add(Case(g, f"{c}", c, "memory", 8.0 * c * 64 * 64,
-                     book_pool_case(kind, c, 64, 3),
-                     "ch4_10 " + ("optimized_max" if kind == "max" else "schedule_avg"),
+                     book_pool_case(kind, c, 64, 3), f"ch4_10 fast_pool({kind!r}, ...)",
                      goal=("torch", 3.0), quick=c == 64))
+    for kind in ("max", "avg"):
+        name = "optimized_max" if kind == "max" else "schedule_avg"
+        g = _title(f"{kind}_pool_book", f"{kind.capitalize()} pooling c, 64², the book's "
+                                        f"`{name}` (§4.10)")
+        for c in BOOK_CHANNELS:
+            add(Case(g, f"{c}", c, "memory", 8.0 * c * 64 * 64,
+                     book_pool_case(kind, c, 64, 3, fast=False), f"ch4_10 {name}"))
     g = _title("batch_norm", "Batch norm c, 28² (book §4.11), GB/s: input + output")
     for c in BN_CHANNELS:
         add(Case(g, f"{c}", c, "memory", 8.0 * c * 28 * 28, batch_norm_case(c, 28, "fast_bn"),
@@ -549,11 +564,12 @@ def all_cases() -> list[Case]:
         add(Case(g, f"{m}x{n}", m * n, "compute", 2.0 * m * n, conv1d_case(m, n),
                  "conv1d_cpu toeplitz", goal=("numpy", 5.0) if (m, n) == (4096, 128) else None,
                  quick=(m, n) in ((4096, 128), (1024, 100))))
-    g = _title("conv2d_resnet", "ResNet-18 conv2d 3x3, C -> C, pad 1, batch 1 (NCHW16c, "
-                                "layout conversion not timed)")
+    g = _title("conv2d_resnet", "ResNet-18 conv2d 3x3, C -> C, pad 1, batch 1 (NCHW16c in, "
+                                "NCHW32c out, layout conversion not timed)")
     for c, n in RESNET_CONV:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * c * n * n * 9, resnet_conv_case(c, n),
-                 "examples/cpu/layers.py conv2d (topi.x86 conv2d_NCHWc, pad block unrolled)",
+                 "examples/cpu/layers.py conv2d (topi conv2d_NCHWc, NCHW16c in, NCHW32c out, "
+                 "2 x 16 lanes x 14 or 7 pixels per register block)",
                  goal=("torch", 1.3), quick=c == 64, blas=True))
     g = _title("depthwise_resnet", "Depthwise conv2d 3x3, pad 1, batch 1 (NCHW16c, layout "
                                    "conversion not timed)")
@@ -734,7 +750,7 @@ def plot_group(group: str, rows: list[dict[str, Any]], out: Path) -> Path | None
         out / f"{NAME}_{group}.png", GROUPS.get(group, group).split(" (")[0], xs if numeric
         else labels, series, xlabel="size", ylabel="GFLOP/s" if kind == "compute" else "GB/s",
         logx=numeric and max(xs) / min(xs) > 16, logy=True,
-        xticklabels=labels)
+        xticklabels=labels, categorical=not numeric)
 
 
 def markdown(rows: list[dict[str, Any]], measured: dict[str, Any]) -> list[str]:
@@ -795,6 +811,20 @@ def select(cases: list[Case], quick: bool, only: Sequence[str] | None) -> list[C
     return [c for c in cases if c.quick] if quick else cases
 
 
+def run_cases(cases: list[Case], cfg: dict[str, Any], measured: dict[str, Any],
+              say: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    for i, case in enumerate(cases, 1):
+        row = run_case(case, cfg, measured)
+        rows.append(row)
+        if "timing" in row:
+            sp = ", ".join(f"{k} {v:.2f}x" for k, v in row["speedup"].items())
+            say(f"{i}/{len(cases)} {case.key}: {row['kiln_s'] * 1e3:.3f} ms ({sp})")
+        else:
+            say(f"{i}/{len(cases)} {case.key}: {row.get('error') or 'WRONG RESULT'}")
+    return rows
+
+
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True, only: Sequence[str] | None = None) -> str:
     """Run the suite (or the groups/keys in ``only``), write ``<out_dir>/ops.{json,md}`` and
@@ -823,19 +853,20 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     cases = select(all_cases(), quick, only)
     rows = []
     try:
-        for i, case in enumerate(cases, 1):
-            row = run_case(case, cfg, measured)
-            rows.append(row)
-            if "timing" in row:
-                sp = ", ".join(f"{k} {v:.2f}x" for k, v in row["speedup"].items())
-                say(f"{i}/{len(cases)} {case.key}: {row['kiln_s'] * 1e3:.3f} ms ({sp})")
-            else:
-                say(f"{i}/{len(cases)} {case.key}: {row.get('error') or 'WRONG RESULT'}")
+        with fresh_cache():  # hermetic; build_s is a cold build
+            rows = run_cases(cases, cfg, measured, say)
     finally:
         if torch is not None:
             torch.set_grad_enabled(grad)
-    plots = [p for g in GROUPS if (p := plot_group(g, [r for r in rows if r["group"] == g],
-                                                    out))]
+    plots = []
+    for g in GROUPS:
+        try:
+            p = plot_group(g, [r for r in rows if r["group"] == g], out)
+        except Exception as e:  # a plot must not lose the measurements
+            say(f"plot of {g} failed: {type(e).__name__}: {e}")
+            p = None
+        if p is not None:
+            plots.append(p)
     machine = common.machine_info()
     machine["load_average_start"] = load_start
     machine["torch"] = getattr(torch, "__version__", None)

@@ -50,7 +50,7 @@ def bn_scale_shift(c, n, eps=1e-5):
     return X, Mean, Var, Gamma, Beta, Y
 
 
-def fast_bn(size, vl=16, min_parallel=1 << 14):
+def fast_bn(size, vl=16, min_parallel=1 << 16):
     """``bn_scale_shift`` with the (h, w) plane of each channel flattened, split into vectors
     of ``vl`` lanes; parallel over channels when there are at least ``min_parallel``
     elements (below that, waking a second thread costs more than it saves)."""

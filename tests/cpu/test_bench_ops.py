@@ -21,6 +21,9 @@ from benchmarks import ops
     pytest.param(ops.batch_norm_case(8, 6, "fast_bn"), id="batch_norm"),
     pytest.param(ops.resnet_depthwise_case(32, 7), id="depthwise_nchwc"),
     pytest.param(ops.resnet_pool_case("avg", 16, 9), id="pool_nchwc"),
+    pytest.param(ops.resnet_pool_case("max", 32, 10), id="max_pool_nchwc"),
+    pytest.param(ops.resnet_conv_case(32, 9), id="conv2d_nchwc"),
+    pytest.param(ops.book_pool_case("avg", 16, 10, 3, fast=True), id="fast_avg_pool"),
 ])
 def test_case_checks_pass(prepare):
     prep = prepare()
