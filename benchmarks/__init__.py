@@ -15,6 +15,7 @@ from types import ModuleType
 SUITES: dict[str, str] = {
     "foundation": "benchmarks.foundation",
     "cpu": "benchmarks.cpu",
+    "ops": "benchmarks.ops",
     "models": "benchmarks.models",
     "gpu": "benchmarks.gpu",
 }

@@ -18,8 +18,10 @@ import os
 import platform
 import statistics
 import sys
+import time
 import timeit
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,7 @@ def interleaved(
     repeat: int = 15,
     min_time: float = 0.05,
     warmup: int = 3,
+    settle: Mapping[str, float] | None = None,
 ) -> dict[str, Timing]:
     """Time several workloads with their repeats interleaved, in this process.
 
@@ -110,7 +113,10 @@ def interleaved(
     with ``timeit``, so only the statement itself is timed) or a callable. Each is warmed up
     with ``warmup`` calls; then its number of calls per measurement is chosen so that one
     measurement lasts at least ``min_time`` seconds; then ``repeat`` rounds each measure every
-    candidate once, in an order rotated from round to round. Returns seconds per call.
+    candidate once, in an order rotated from round to round. ``settle`` maps a name to
+    seconds to sleep after each of its measurements (not timed): a BLAS whose worker threads
+    keep spinning after a call would otherwise slow down whichever candidate runs next.
+    Returns seconds per call.
     """
     timers = {name: _timer(stmt, env) for name, stmt in candidates.items()}
     for t in timers.values():
@@ -122,6 +128,8 @@ def interleaved(
         k = r % len(names)
         for name in names[k:] + names[:k]:
             results[name].append(timers[name].timeit(numbers[name]) / numbers[name])
+            if settle and settle.get(name):
+                time.sleep(settle[name])
     return {name: Timing(results[name], numbers[name]) for name in names}
 
 
@@ -142,6 +150,30 @@ def interleaved_book(
         for name in names[k:] + names[:k]:
             results[name].append(bench_workload(timers[name].timeit, min_time))
     return {name: Timing(results[name], 0) for name in names}
+
+
+@contextmanager
+def threads_limited(n: int) -> Iterator[None]:
+    """Inside, kiln's OpenMP loops, numpy's BLAS and PyTorch (if imported) use ``n`` threads.
+
+    threadpoolctl sets the thread count of every BLAS and OpenMP runtime loaded *now* (so
+    build kiln's modules before entering); PyTorch's intra-op pool is set with
+    ``torch.set_num_threads``. Restores the previous counts on exit. Raises RuntimeError
+    without threadpoolctl (there is no other portable way to change them in a process)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError as e:
+        raise RuntimeError("threads_limited needs threadpoolctl (the bench extra)") from e
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=n):
+        if torch is not None:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if torch is not None:
+                torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------
@@ -480,3 +512,57 @@ def write_report(
     md_path = out / f"{name}.md"
     md_path.write_text(text, encoding="utf-8")
     return json_path, md_path, text
+
+
+# ---------------------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------------------
+
+
+def plot_series(path: Path, title: str, x: list, series: Mapping[str, list[float | None]], *,
+                xlabel: str = "size", ylabel: str = "GFLOP/s", logx: bool = False,
+                logy: bool = False, xticklabels: list[str] | None = None,
+                categorical: bool = False) -> Path | None:
+    """One PNG line plot, the book's way (``d2ltvm.plot``): ``series`` maps a legend entry
+    to one value per ``x`` (None: not measured), kiln's series solid, references dashed.
+    ``categorical``: equally spaced points named ``xticklabels``; otherwise the points sit
+    at ``x`` (log base 2 with ``logx``), labelled ``xticklabels`` or their values.
+    Returns the path, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(5.0, 3.4), dpi=110)
+    xs = list(range(len(x))) if categorical else list(x)
+    for name, ys in series.items():
+        pts = [(a, b) for a, b in zip(xs, ys, strict=True) if b is not None]
+        if not pts:
+            continue
+        ax.plot([a for a, _ in pts], [b for _, b in pts], "o-" if "kiln" in name else "s--",
+                label=name, markersize=3.5)
+    if logx and not categorical:
+        ax.set_xscale("log", base=2)
+    if categorical or len(xs) <= 12:  # the measured sizes as the ticks
+        ax.set_xticks(xs)
+        ax.set_xticklabels(xticklabels or [f"{v:g}" for v in xs], fontsize=7)
+        ax.minorticks_off()
+    if logy:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -3,22 +3,22 @@
 ``python -m benchmarks cpu [--quick]`` (or ``python -m benchmarks.cpu``) measures, in one
 process:
 
-* **peak FLOP/s** with a kiln-compiled kernel: per thread, ``R`` independent accumulator
-  vectors of 16 fp32 lanes (one AVX-512 register each) updated by ``acc += x * w[t]`` for
-  ``T`` steps — ``R`` independent FMA chains at full vector width, operands in registers;
-* **memory bandwidth** with a kiln-compiled STREAM-style triad ``a = b + 3 * c`` on arrays far
-  larger than the caches (3 x 4 bytes counted per element, as STREAM does);
+* **peak FLOP/s** and **memory bandwidth** with kiln-compiled kernels (benchmarks/peak.py:
+  independent FMA chains at full vector width; a STREAM-style triad);
 * **GEMM fp32** ``C = A @ B`` for square sizes 256, 512, 1024, 2048 with kiln's schedule from
   examples/cpu/gemm.py against ``numpy.matmul`` (BLAS), timed interleaved (kiln, numpy,
-  numpy, kiln, ...) with the same thread count. Every kiln result is checked against numpy
+  numpy, kiln, ...) with the same thread count: all cores, then 1 thread (kiln's OpenMP and
+  numpy's BLAS limited with threadpoolctl). Every kiln result is checked against numpy
   before it is timed.
 
-Writes ``results/cpu.json`` and ``results/cpu.md``. Nothing here asserts on timings.
+Writes ``results/cpu.json``, ``results/cpu.md`` and ``results/cpu_gemm.png`` (GFLOP/s
+against N beside numpy). Nothing here asserts on timings.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import json
@@ -34,12 +34,13 @@ if __package__ in (None, ""):  # run as `python benchmarks/cpu.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
+from benchmarks import peak as peak_mod  # noqa: E402
+from benchmarks.foundation import fresh_cache  # noqa: E402
 
 NAME = "cpu"
 DESCRIPTION = "GEMM fp32 256-2048 vs numpy, peak FMA FLOP/s and triad bandwidth (issue 4)"
 
 GEMM_EXAMPLE = common.REPO_ROOT / "examples" / "cpu" / "gemm.py"
-VL = 16  # fp32 lanes of one AVX-512 register
 
 
 def _gemm_module():
@@ -50,118 +51,19 @@ def _gemm_module():
 
 
 # ---------------------------------------------------------------------------------------
-# peak FLOP/s: independent FMA chains at full vector width
-# ---------------------------------------------------------------------------------------
-
-
-def fma_peak_schedule(threads: int, chains: int = 12, steps: int = 65536):
-    """``Y[p, j] = sum_t X[p, j] * W[t]``: per parallel iteration ``p``, ``chains`` accumulator
-    vectors of VL lanes (a local write cache, unrolled, vectorized) each take one FMA per
-    step ``t`` with a broadcast ``W[t]``. FLOPs: ``2 * threads * chains * VL * steps``."""
-    from kiln import te
-
-    X = te.placeholder((threads, chains * VL), name="X")
-    W = te.placeholder((steps,), name="W")
-    t = te.reduce_axis((0, steps), name="t")
-    Y = te.compute((threads, chains * VL), lambda p, j: te.sum(X[p, j] * W[t], axis=t),
-                   name="Y")
-    s = te.create_schedule(Y.op)
-    YC = s.cache_write(Y, "local")
-    p = Y.op.axis[0]
-    s[Y].parallel(p)
-    s[YC].compute_at(s[Y], p)
-    jo, ji = s[YC].split(s[YC].op.axis[1], factor=VL)
-    to, ti = s[YC].split(s[YC].op.reduce_axis[0], factor=4)
-    s[YC].reorder(to, ti, jo, ji)
-    s[YC].unroll(ti)
-    s[YC].unroll(jo)
-    s[YC].vectorize(ji)
-    return s, (X, W, Y)
-
-
-def bench_peak(cfg: dict[str, Any]) -> dict[str, Any]:
-    import kiln
-
-    threads = common.omp_threads()
-    # 12 chains: 12 accumulators + 12 x vectors + the broadcast fit AVX-512's 32 registers
-    # and cover the FMA latency x 2 FMA ports
-    chains, steps = 12, cfg["peak_steps"]
-    s, args = fma_peak_schedule(threads, chains, steps)
-    mod = kiln.build(s, args, "llvm")
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((threads, chains * VL)).astype("float32")
-    w = (rng.standard_normal(steps) * 1e-3).astype("float32")
-    y = kiln.nd.empty((threads, chains * VL), "float32")
-    X, Wt = kiln.nd.array(x), kiln.nd.array(w)
-    mod(X, Wt, y)
-    expected = x.astype("float64") * w.astype("float64").sum()
-    correct = bool(np.allclose(y.numpy(), expected, rtol=1e-3, atol=1e-3))
-    t = common.interleaved({"fma": "mod(X, W, y)"}, {"mod": mod, "X": X, "W": Wt, "y": y},
-                           repeat=cfg["repeat"], min_time=cfg["min_time"])["fma"]
-    flops = 2.0 * threads * chains * VL * steps
-    return {"threads": threads, "chains_per_thread": chains, "lanes": VL, "steps": steps,
-            "correct": correct, "timing": t.to_dict(),
-            "gflops_median": flops / t.median / 1e9, "gflops_best": flops / t.min / 1e9}
-
-
-# ---------------------------------------------------------------------------------------
-# memory bandwidth: STREAM triad
-# ---------------------------------------------------------------------------------------
-
-
-def triad_schedule(n: int):
-    from kiln import te
-
-    B = te.placeholder((n,), name="B")
-    C = te.placeholder((n,), name="C")
-    A = te.compute((n,), lambda i: B[i] + te.const(3.0, "float32") * C[i], name="A")
-    s = te.create_schedule(A.op)
-    xo, xi = s[A].split(A.op.axis[0], factor=4 * VL)
-    s[A].parallel(xo)
-    xm, xv = s[A].split(xi, factor=VL)
-    s[A].unroll(xm)
-    s[A].vectorize(xv)
-    return s, (B, C, A)
-
-
-def bench_triad(cfg: dict[str, Any]) -> dict[str, Any]:
-    import kiln
-
-    n = cfg["triad_n"]
-    s, args = triad_schedule(n)
-    mod = kiln.build(s, args, "llvm")
-    rng = np.random.default_rng(1)
-    b = rng.standard_normal(n).astype("float32")
-    c = rng.standard_normal(n).astype("float32")
-    B, C, A = kiln.nd.array(b), kiln.nd.array(c), kiln.nd.empty((n,), "float32")
-    mod(B, C, A)
-    correct = bool(np.allclose(A.numpy(), b + np.float32(3.0) * c, rtol=1e-6, atol=1e-6))
-    out = np.empty_like(b)
-    env = {"mod": mod, "A": A, "B": B, "C": C, "np": np, "b": b, "c": c, "out": out}
-    timings = common.interleaved(
-        {"kiln": "mod(B, C, A)",
-         "numpy": "np.multiply(c, 3.0, out=out); np.add(out, b, out=out)"},
-        env, repeat=cfg["repeat"], min_time=cfg["min_time"])
-    nbytes = 3 * 4 * n
-    return {"n": n, "correct": correct, "bytes_counted": nbytes,
-            "timing": {k: t.to_dict() for k, t in timings.items()},
-            "gb_s_median": nbytes / timings["kiln"].median / 1e9,
-            "gb_s_best": nbytes / timings["kiln"].min / 1e9,
-            "numpy_gb_s_median": nbytes / timings["numpy"].median / 1e9,
-            "numpy_note": "numpy needs two passes (multiply, add): 5 array passes, 3 counted"}
-
-
-# ---------------------------------------------------------------------------------------
 # GEMM
 # ---------------------------------------------------------------------------------------
 
 
-def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None) -> list[dict[str, Any]]:
+def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None, threads: int | None = None,
+               sizes: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """GEMM rows for ``sizes`` (default ``cfg["sizes"]``); ``threads``: limit kiln and numpy
+    to that many threads (``peak_gflops`` is then the peak of that many threads)."""
     import kiln
 
     ex = _gemm_module()
     rows = []
-    for n in cfg["sizes"]:
+    for n in sizes or cfg["sizes"]:
         t0 = time.perf_counter()
         s, args = ex.gemm_schedule(n)
         mod = kiln.build(s, args, "llvm")
@@ -180,14 +82,16 @@ def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None) -> list[dict[str,
         # long measurements (min_time): numpy's OpenBLAS workers and kiln's OpenMP workers
         # spin for a while after each call; short interleaved measurements would charge that
         # spinning to whichever runs next
-        timings = common.interleaved(
-            {"kiln": "mod(A, B, C)", "numpy": "np.matmul(a, b, out=out)"}, env,
-            repeat=cfg["gemm_repeat"], min_time=cfg["gemm_min_time"], warmup=2)
+        with (common.threads_limited(threads) if threads else _nothing()):
+            timings = common.interleaved(
+                {"kiln": "mod(A, B, C)", "numpy": "np.matmul(a, b, out=out)"}, env,
+                repeat=cfg["gemm_repeat"], min_time=cfg["gemm_min_time"], warmup=2)
         flops = 2.0 * n ** 3
         gk = flops / timings["kiln"].median / 1e9
         gn = flops / timings["numpy"].median / 1e9
         rows.append({
-            "n": n, "correct": correct, "max_rel_err": err, "build_s": build_s,
+            "n": n, "threads": threads or common.omp_threads(), "correct": correct,
+            "max_rel_err": err, "build_s": build_s,
             "kiln_gflops": gk, "numpy_gflops": gn, "ratio": gk / gn,
             "kiln_pct_peak": (100.0 * gk / peak_gflops) if peak_gflops else None,
             "numpy_pct_peak": (100.0 * gn / peak_gflops) if peak_gflops else None,
@@ -199,48 +103,63 @@ def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None) -> list[dict[str,
     return rows
 
 
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
 # ---------------------------------------------------------------------------------------
 # the suite
 # ---------------------------------------------------------------------------------------
 
 
 def settings(quick: bool) -> dict[str, Any]:
+    cfg = {"quick": quick, "sizes": [256, 512, 1024, 2048], **peak_mod.settings(quick)}
     if quick:
-        return {"quick": True, "sizes": [256, 512, 1024, 2048], "repeat": 5, "min_time": 0.05,
-                "gemm_repeat": 3, "gemm_min_time": 0.2, "peak_steps": 1 << 16,
-                "triad_n": 1 << 24}
-    return {"quick": False, "sizes": [256, 512, 1024, 2048], "repeat": 11, "min_time": 0.1,
-            "gemm_repeat": 7, "gemm_min_time": 0.4, "peak_steps": 1 << 16,
-            "triad_n": 1 << 25}
+        cfg.update(gemm_repeat=3, gemm_min_time=0.2, sizes_1thread=[1024])
+    else:
+        cfg.update(gemm_repeat=7, gemm_min_time=0.4, sizes_1thread=[256, 512, 1024, 2048])
+    return cfg
 
 
-def markdown(peak: dict[str, Any], triad: dict[str, Any], gemm: list[dict[str, Any]]) -> str:
+def markdown(measured: dict[str, Any], gemm: list[dict[str, Any]]) -> str:
     lines = [
-        f"Measured peak (kiln FMA kernel, {peak['threads']} threads × "
-        f"{peak['chains_per_thread']} chains × {peak['lanes']} lanes): "
-        f"**{peak['gflops_best']:.1f} GFLOP/s** best (the % of peak below), "
-        f"{peak['gflops_median']:.1f} median"
-        + ("" if peak["correct"] else " (WRONG RESULT)"),
+        *peak_mod.summary(measured),
         "",
-        f"Memory bandwidth (kiln STREAM triad, {triad['n']} fp32): "
-        f"**{triad['gb_s_median']:.1f} GB/s** median, {triad['gb_s_best']:.1f} best; "
-        f"numpy multiply+add {triad['numpy_gb_s_median']:.1f} GB/s (same 3 arrays counted)"
-        + ("" if triad["correct"] else " (WRONG RESULT)"),
+        "1-thread rows: kiln and numpy limited to 1 thread; their % of peak is of the "
+        "1-thread peak.",
         "",
-        "| GEMM fp32 N | kiln GFLOP/s | numpy GFLOP/s | kiln / numpy | kiln % of peak "
+        "Cold build of the schedule (empty compile cache: lowering, C compile, load; goal "
+        "≤ 1 s): " + ", ".join(f"N={r['n']}: {r['build_s']:.2f} s" for r in gemm
+                                if r["threads"] == gemm[0]["threads"]),
+        "",
+        "| GEMM fp32 N | threads | kiln GFLOP/s | numpy GFLOP/s | kiln / numpy | kiln % of peak "
         "| numpy % of peak | kiln ms | numpy ms | correct |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in gemm:
         pk = "—" if r["kiln_pct_peak"] is None else f"{r['kiln_pct_peak']:.0f}%"
         pn = "—" if r["numpy_pct_peak"] is None else f"{r['numpy_pct_peak']:.0f}%"
         lines.append(
-            f"| {r['n']} | {r['kiln_gflops']:.1f} | {r['numpy_gflops']:.1f} | "
+            f"| {r['n']} | {r['threads']} | {r['kiln_gflops']:.1f} | {r['numpy_gflops']:.1f} | "
             f"{r['ratio']:.2f}× | {pk} | {pn} | "
             f"{r['timing']['kiln']['median_s'] * 1e3:.2f} | "
             f"{r['timing']['numpy']['median_s'] * 1e3:.2f} | "
             f"{'yes' if r['correct'] else 'NO'} |")
     return "\n".join(lines)
+
+
+def plot_gemm(gemm: list[dict[str, Any]], path: Path) -> Path | None:
+    """GFLOP/s against N, kiln and numpy, one line per thread count (the book's plot)."""
+    sizes = sorted({r["n"] for r in gemm})
+    series = {}
+    for t in sorted({r["threads"] for r in gemm}, reverse=True):
+        by_n = {r["n"]: r for r in gemm if r["threads"] == t}
+        for who in ("kiln", "numpy"):
+            series[f"{who}, {t} thread{'s' if t > 1 else ''}"] = [
+                by_n[n][f"{who}_gflops"] if n in by_n else None for n in sizes]
+    return common.plot_series(path, "fp32 GEMM C = A @ B (N x N)", sizes, series,
+                              xlabel="N", logx=True)
 
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
@@ -258,19 +177,28 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         if verbose:
             print(f"[{NAME}] {msg}", file=sys.stderr, flush=True)
 
-    say("peak FMA ...")
-    peak = bench_peak(cfg)
-    say("triad ...")
-    triad = bench_triad(cfg)
-    say("gemm ...")
-    # the peak is a ceiling: its best measurement, not its median, is the reference
-    gemm = bench_gemm(cfg, peak["gflops_best"])
+    say("peak FMA and triad ...")
+    measured = peak_mod.measure(cfg)
+    peak, triad = measured["peak"], measured["triad"]
+    # an empty compile cache: each GEMM build_s is a cold build (lowering, C compile, load)
+    with fresh_cache():
+        say("gemm ...")
+        # the peak is a ceiling: its best measurement, not its median, is the reference
+        gemm = bench_gemm(cfg, peak_mod.peak_gflops(measured))
+        say("gemm, 1 thread ...")
+        try:
+            gemm += bench_gemm(cfg, peak_mod.peak_gflops(measured, 1), threads=1,
+                               sizes=cfg["sizes_1thread"])
+        except RuntimeError as e:  # no threadpoolctl
+            say(f"skipped: {e}")
+    plot = plot_gemm(gemm, out / f"{NAME}_gemm.png")
     machine = common.machine_info()
     machine["load_average_start"] = load_start
     duration = time.perf_counter() - t0
     when = common._dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
     data = {"suite": NAME, "date": when, "duration_s": round(duration, 2), "machine": machine,
-            "settings": cfg, "peak": peak, "triad": triad, "gemm": gemm,
+            "settings": cfg, "peak": peak, "triad": triad,
+            "peak_1thread": measured["peak_1thread"], "gemm": gemm,
             "command": "python -m benchmarks cpu" + (" --quick" if quick else "")}
     (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str) + "\n",
                                       encoding="utf-8")
@@ -282,8 +210,9 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         "",
         *(f"- {line}" for line in common.machine_lines(machine)),
         "",
-        markdown(peak, triad, gemm),
+        markdown(measured, gemm),
         "",
+        *([f"Plot: `{plot.name}` (GFLOP/s against N, kiln beside numpy)", ""] if plot else []),
         "Medians of interleaved measurements in one process (same thread count for kiln and "
         "numpy). Nothing fails on these numbers. See docs/performance.md.",
         "",

@@ -24,11 +24,16 @@ def parallel(n):
     return s, (A, B, C)
 
 
-def vectorized(n, factor=8):
-    """Split by ``factor``; parallelize the outer loop, vectorize the inner one."""
+def vectorized(n, factor=8, min_parallel=0):
+    """Split by ``factor``; parallelize the outer loop, vectorize the inner one.
+
+    ``min_parallel`` (not in the book): below that many elements the outer loop stays
+    sequential, since waking the other threads costs more than a short loop (microseconds;
+    far more when other processes hold the cores)."""
     s, (A, B, C) = default(n)
     outer, inner = s[C].split(C.op.axis[0], factor=factor)
-    s[C].parallel(outer)
+    if n >= min_parallel:
+        s[C].parallel(outer)
     s[C].vectorize(inner)
     return s, (A, B, C)
 

@@ -14,11 +14,15 @@ def default(n):
     return s, (A, B, C)
 
 
-def good_schedule(n):
-    """Parallel rows, vectorized columns: contiguous accesses, ``A[x]`` broadcast."""
+def good_schedule(n, min_parallel=0):
+    """Parallel rows, vectorized columns: contiguous accesses, ``A[x]`` broadcast.
+
+    ``min_parallel`` (not in the book): below that many elements the rows stay sequential,
+    since waking the other threads costs more than a short loop."""
     s, (A, B, C) = default(n)
     x, y = C.op.axis
-    s[C].parallel(x)
+    if n * n >= min_parallel:
+        s[C].parallel(x)
     s[C].vectorize(y)
     return s, (A, B, C)
 

@@ -1,0 +1,115 @@
+"""kiln's fastest CPU schedules of ResNet-style layers in the packed NCHW[x]c layout.
+
+Each builder returns ``s, args`` for batch 1, fp32, data already packed as
+``(1, C/cb, H, W, cb)`` (the layout conversion is not part of the kernel):
+
+* ``conv2d(c, n, f=None, k=3, stride=1, cb=16, ob=32)``: ``topi.nn.conv2d_NCHWc`` with
+  output blocks of 32 channels and :func:`schedule_conv2d_wide` (``ob=None``: topi's
+  ``schedule_conv2d_NCHWc``); kernel ``(F/ob, C/cb, k, k, cb, ob)``;
+* ``depthwise(c, n, k=3, stride=1, cb=16)``: ``topi.nn.depthwise_conv2d_NCHWc`` with its x86
+  schedule; kernel ``(C/cb, 1, k, k, 1, cb)``;
+* ``pool(kind, c, n, k=3, stride=2, pad=1, cb=16)``: ``topi.nn.pool2d`` (``"max"``/``"avg"``,
+  padding counted) with ``topi.x86.schedule_pool``.
+
+On top of the topi schedules, :func:`unroll_pad_block` unrolls the channel-block loop of the
+padding stage: its condition (inside the image or not) does not depend on that loop, and
+once the 16 copies sit side by side GCC turns them into one vector copy under one test
+(kiln leaves ``if_then_else`` scalar and compiles with ``-fno-tree-loop-if-convert``).
+Measured: depthwise 512@14² 0.15 -> 0.075 ms, 256@56² 1.4 -> 0.65 ms (2 threads).
+"""
+
+from kiln import te, topi
+
+
+def unroll_pad_block(s, out):
+    """Unroll the innermost (channel block) axis of every padding stage ``out`` reads."""
+    seen, todo = set(), [out]
+    while todo:
+        t = todo.pop()
+        if t.op in seen:
+            continue
+        seen.add(t.op)
+        if "pad" in (getattr(t.op, "tag", "") or "").split(","):
+            s[t].unroll(t.op.axis[-1])
+        todo.extend(getattr(t.op, "input_tensors", []))
+    return s
+
+
+def conv2d(c, n, f=None, k=3, stride=1, cb=16, ob=32, vl=16):
+    """``topi.nn.conv2d_NCHWc`` with input blocks of ``cb`` and output blocks of ``ob``
+    channels (kernel ``(F/ob, C/cb, k, k, cb, ob)``, output ``(1, F/ob, OH, OW, ob)``),
+    scheduled by :func:`schedule_conv2d_wide`. ``ob=None``: output blocks of ``cb`` and
+    ``topi.x86.schedule_conv2d_NCHWc`` (plus :func:`unroll_pad_block`)."""
+    f = c if f is None else f
+    data = te.placeholder((1, c // cb, n, n, cb), name="data")
+    kernel = te.placeholder((f // (ob or cb), c // cb, k, k, cb, ob or cb), name="kernel")
+    out = topi.nn.conv2d_NCHWc(data, kernel, stride, k // 2, 1)
+    if ob is None:
+        s = unroll_pad_block(topi.x86.schedule_conv2d_NCHWc([out]), out)
+    else:
+        s = schedule_conv2d_wide(out, vl)
+    return s, (data, kernel, out)
+
+
+def schedule_conv2d_wide(out, vl=16):
+    """A register block of ``rw`` output pixels x the whole output block (``ob`` = 2 vectors
+    of ``vl`` lanes): ``2 * rw`` accumulators, so each broadcast input value feeds two FMAs
+    and each kernel vector ``rw`` of them (topi's plan feeds one FMA per broadcast). ``rw``
+    is 14 where it divides the width (28 accumulators of AVX-512's 32 registers), else 7.
+    Parallel over output rows, or over output channel blocks for images of 7 rows or less;
+    the padding stage at the root, parallel over channel blocks, its block axis unrolled."""
+    s = te.create_schedule(out.op)
+    unroll_pad_block(s, out)
+    for t in out.op.input_tensors:
+        if "pad" in (t.op.tag or "").split(","):
+            s[t].parallel(t.op.axis[1])
+    _, occ, oh, ow, ob = (int(d) for d in out.shape)
+    rw = 14 if ow % 14 == 0 else min(ow, 7)
+    local = s.cache_write(out, "local")
+    b, oc, y, x, o = out.op.axis
+    xo, xi = s[out].split(x, factor=rw)
+    if oh <= 7:
+        s[out].reorder(b, oc, y, xo, xi, o)
+        s[out].parallel(oc)
+    else:
+        s[out].reorder(b, y, oc, xo, xi, o)
+        s[out].parallel(y)
+    s[out].vectorize(o)
+    s[local].compute_at(s[out], xo)
+    lb, loc, ly, lx, lo = local.op.axis
+    icc, ry, rx, icb = local.op.reduce_axis
+    loo, loi = s[local].split(lo, factor=vl)
+    s[local].reorder(lb, loc, ly, icc, ry, rx, icb, lx, loo, loi)
+    s[local].unroll(lx)
+    s[local].unroll(loo)
+    s[local].vectorize(loi)
+    return s
+
+
+def depthwise(c, n, k=3, stride=1, cb=16):
+    data = te.placeholder((1, c // cb, n, n, cb), name="data")
+    kernel = te.placeholder((c // cb, 1, k, k, 1, cb), name="kernel")
+    out = topi.nn.depthwise_conv2d_NCHWc(data, kernel, stride, k // 2, 1)
+    s = unroll_pad_block(topi.x86.schedule_depthwise_conv2d_NCHWc([out]), out)
+    return s, (data, kernel, out)
+
+
+def pool(kind, c, n, k=3, stride=2, pad=1, cb=16):
+    data = te.placeholder((1, c // cb, n, n, cb), name="data")
+    layout = f"NCHW{cb}c"
+    out = topi.nn.pool2d(data, k, stride, 1, pad, kind, layout=layout, count_include_pad=True)
+    s = unroll_pad_block(topi.x86.schedule_pool([out], layout=layout), out)
+    # the padded plane of a channel block computed inside the parallel loop over the blocks,
+    # just before its pooling (still in cache; one parallel region instead of two)
+    outer = s[out].leaf_iter_vars[0]
+    for stage in s.stages:
+        if "pad" in (getattr(stage.op, "tag", "") or "").split(","):
+            stage.compute_at(s[out], outer)
+    return s, (data, out)
+
+
+if __name__ == "__main__":
+    import kiln
+
+    s, args = depthwise(32, 14)
+    print(kiln.lower(s, list(args), simple_mode=True))
