@@ -190,6 +190,7 @@ class LocalBuilder(Builder):
 # ---------------------------------------------------------------------------------------
 # Running in a worker interpreter
 # ---------------------------------------------------------------------------------------
+_PRELOAD = ("kiln", "kiln.autotvm.measure.local")
 _REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
 _INPUT_CACHE: dict[tuple, list[np.ndarray]] = {}
 
@@ -304,7 +305,7 @@ class LocalRunner(Runner):
         super().set_task(task, builder)
         self.ref_path = None
         if self._worker is None:
-            self._worker = Worker()
+            self._worker = Worker(preload=_PRELOAD)
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="kiln-autotvm-run-")
         if self.check_correctness:
@@ -346,7 +347,7 @@ class LocalRunner(Runner):
     # ---- measuring ----
     def run(self, measure_inputs, build_results) -> list[MeasureResult]:
         if self._worker is None:
-            self._worker = Worker()
+            self._worker = Worker(preload=_PRELOAD)
         out = []
         for build in build_results:
             if build.error_no != MeasureErrorNo.NO_ERROR:

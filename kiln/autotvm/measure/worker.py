@@ -4,7 +4,8 @@
 in a child interpreter (started fresh, not forked, so it owns its own OpenMP threads) and
 returns ``("ok", value)``, ``("error", traceback_text)``, ``("timeout", None)`` (the child is
 killed) or ``("crash", exit_status)`` (the child died, e.g. by SIGSEGV). A dead child is
-replaced by a fresh one on the next call; startup is not counted in ``timeout``.
+replaced by a fresh one on the next call; startup (with the ``preload`` imports) is not
+counted in ``timeout``.
 
 The child speaks length-prefixed pickles over its original stdout; anything the code it
 runs prints goes to stderr, so it cannot corrupt the protocol.
@@ -83,8 +84,10 @@ def _read_frame(fd: int, deadline: float | None) -> bytes:
 class Worker:
     """One child interpreter, started on first use and restarted after a crash or kill."""
 
-    def __init__(self, startup_timeout: float = 120.0, env: dict[str, str] | None = None):
+    def __init__(self, startup_timeout: float = 120.0, env: dict[str, str] | None = None,
+                 preload: tuple[str, ...] = ()):
         self.startup_timeout = startup_timeout
+        self.preload = tuple(preload)  # modules imported before the child says it is ready
         self.env = env
         self._proc: subprocess.Popen | None = None
 
@@ -94,7 +97,8 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(
             [root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from kiln.autotvm.measure.worker import serve; serve()"],
+            [sys.executable, "-c", "from kiln.autotvm.measure.worker import serve; serve()",
+             *self.preload],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         try:
             msg = _read_frame(self._proc.stdout.fileno(),
@@ -169,6 +173,8 @@ def serve() -> None:
     os.dup2(2, 1)  # stray prints of the code we run go to stderr
     sys.stdout = sys.stderr
     in_fd = sys.stdin.fileno()
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
     _write_frame(out_fd, _READY)
     while True:
         try:
