@@ -10,7 +10,7 @@ A line looks like::
 
 ``result`` is ``[costs, error_no, all_cost, timestamp]``; for a failed candidate ``costs``
 holds its error message. ``load_from_file`` yields ``(MeasureInput, MeasureResult)``;
-``pick_best`` keeps the fastest successful record of each workload.
+``pick_best`` keeps the fastest successful record (by its fastest repeat) of each workload.
 """
 
 from __future__ import annotations
@@ -96,6 +96,6 @@ def pick_best(in_file, out_file) -> None:
         if res.error_no != 0:
             continue
         key = (target_key(inp.target), inp.task.workload)
-        if key not in best or res.mean < best[key][1].mean:
+        if key not in best or res.cost < best[key][1].cost:
             best[key] = (inp, res)
     save_to_file(best.values(), out_file, mode="w")

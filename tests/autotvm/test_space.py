@@ -36,6 +36,10 @@ def test_split_policies_count_candidates():
     assert len(SplitSpace(64, num_outputs=3)) == 28
     assert all(max(e.size[1:]) <= 8 for e in SplitSpace(64, num_outputs=3, max_factor=8))
     assert len(SplitSpace(64, filter=lambda e: e.size[-1] >= 8)) == 4
+    cand = SplitSpace(100, policy="candidate", candidate=[[-1, 6], [-1, 8]])
+    assert [e.size for e in cand] == [[-1, 6], [-1, 8]]
+    with pytest.raises(ValueError, match="candidate"):
+        SplitSpace(100, policy="candidate", candidate=[[-1, 0]])
 
 
 def test_split_space_bad_input():

@@ -39,8 +39,10 @@ class MeasureInput(NamedTuple):
 
 
 class MeasureResult(NamedTuple):
-    """Times of one candidate in seconds (``costs``; on error, its message), its error
-    number, the seconds the whole measurement took and when it ended (Unix time)."""
+    """Times of one candidate in seconds (``costs``, one per repeat; on error, its
+    message), its error number, the seconds the whole measurement took and when it ended
+    (Unix time). Tuners rank candidates by ``cost``, the fastest repeat: on a machine shared
+    with other work it is the estimate least disturbed by that work."""
 
     costs: tuple
     error_no: int
@@ -50,6 +52,11 @@ class MeasureResult(NamedTuple):
     @property
     def mean(self) -> float:
         return sum(self.costs) / len(self.costs) if self.error_no == 0 else float("inf")
+
+    @property
+    def cost(self) -> float:
+        """The fastest repeat in seconds (infinity for a failed candidate)."""
+        return min(self.costs) if self.error_no == 0 else float("inf")
 
 
 class BuildResult(NamedTuple):

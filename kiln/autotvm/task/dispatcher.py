@@ -87,7 +87,7 @@ class ApplyConfig(DispatchContext):
 
 
 class ApplyHistoryBest(DispatchContext):
-    """The best (lowest mean time) successful config per workload from tuning records:
+    """The best (fastest repeat) successful config per workload from tuning records:
     a log file name, or an iterable of ``(MeasureInput, MeasureResult)``."""
 
     def __init__(self, records) -> None:
@@ -106,7 +106,7 @@ class ApplyHistoryBest(DispatchContext):
             n += 1
             if res.error_no != 0:
                 continue
-            cost = sum(res.costs) / len(res.costs)
+            cost = res.cost
             key = (target_key(inp.target), inp.task.workload)
             best = self.best_by_workload.get(key)
             if best is None or cost < best[1]:

@@ -263,14 +263,15 @@ class SplitSpace(TransformSpace):
 
     policy ``factors``: inner factors whose product divides ``length`` exactly (no guard);
     ``power2``: inner factors that are powers of two (the outer loop rounds up, guarded);
-    ``verbose``: both. ``max_factor`` caps every inner factor; ``filter(entity)`` drops
-    candidates for which it returns False."""
+    ``verbose``: both; ``candidate``: the given ``candidate=[[-1, 6], [-1, 8], ...]``
+    (any factors; the outer loop rounds up). ``max_factor`` caps every inner factor;
+    ``filter(entity)`` drops candidates for which it returns False."""
 
     kind = "split"
-    POLICIES = ("factors", "power2", "verbose")
+    POLICIES = ("factors", "power2", "verbose", "candidate")
 
     def __init__(self, axis, policy: str = "factors", num_outputs: int = 2,
-                 max_factor: int | None = None, filter=None):
+                 max_factor: int | None = None, filter=None, candidate=None):
         if policy not in self.POLICIES:
             raise ValueError(f"define_split: unknown policy {policy!r}; use one of "
                              f"{', '.join(self.POLICIES)}")
@@ -289,13 +290,22 @@ class SplitSpace(TransformSpace):
         def power2(n):
             return [1 << e for e in range(n.bit_length()) if (1 << e) <= min(n, cap)]
 
-        chosen = {"factors": [factors], "power2": [power2], "verbose": [factors, power2]}
+        chosen = {"factors": [factors], "power2": [power2], "verbose": [factors, power2],
+                  "candidate": []}
         tuples: list[tuple] = []
         for cands in chosen[policy]:
             tuples += _factor_tuples(self.length, self.num_outputs - 1, cands)
+        if policy == "candidate":
+            if not candidate:
+                raise ValueError("define_split policy 'candidate' needs candidate=[[-1, f], ...]")
+            for c in candidate:
+                if len(c) != self.num_outputs or any(int(f) < 1 for f in c[1:]):
+                    raise ValueError(f"define_split: candidate {list(c)} must be -1 followed by "
+                                     f"{self.num_outputs - 1} positive factors")
+            tuples = [tuple(int(f) for f in c[1:]) for c in candidate]
         seen = set()
         entities = []
-        for t in sorted(tuples):
+        for t in (tuples if policy == "candidate" else sorted(tuples)):
             if t in seen:
                 continue
             seen.add(t)

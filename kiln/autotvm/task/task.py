@@ -18,10 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kiln.ir.expr import BinaryOp, Call, CmpOp, IntImm, Reduce, Select
-from kiln.ir.functor import post_order_visit
+from kiln.ir.expr import BinaryOp, Call, CmpOp, IntImm, PrimExpr, ProducerLoad, Reduce, Select
 from kiln.target import Target
-from kiln.te.tensor import ComputeOp, PlaceholderOp, Tensor
+from kiln.te.tensor import ComputeOp, Tensor
 
 from .dispatcher import ApplyConfig, DispatchContext
 from .space import ConfigSpace
@@ -179,8 +178,8 @@ def compute_flop(sch) -> float:
     operations of its body times its loop extents (0 when an extent is not constant)."""
     total = 0.0
     for st in sch.stages:
-        op = st.origin_op
-        if not isinstance(op, ComputeOp) or isinstance(op, PlaceholderOp):
+        op = st.op  # after cache_write, the stage that computes the reduction
+        if not isinstance(op, ComputeOp):
             continue
         extents = [iv.dom.extent for iv in list(op.axis) + list(op.reduce_axis)]
         if not all(isinstance(e, IntImm) for e in extents):
@@ -191,17 +190,22 @@ def compute_flop(sch) -> float:
 
 
 def _count_ops(expr) -> int:
-    count = [0]
-
-    def visit(n):
-        if isinstance(n, BinaryOp) and not isinstance(n, CmpOp):
-            count[0] += 1
-        elif isinstance(n, Select | Call):
-            count[0] += 1
-        elif isinstance(n, Reduce):
-            count[0] += len(n.source)  # the combine step
-    post_order_visit(expr, visit)
-    return count[0]
+    """Arithmetic operations on values in ``expr`` (index arithmetic inside tensor reads and
+    comparisons are not counted; a reduction counts its combine step)."""
+    if isinstance(expr, ProducerLoad) or not isinstance(expr, PrimExpr):
+        return 0
+    n = 0
+    if isinstance(expr, BinaryOp) and not isinstance(expr, CmpOp) or isinstance(expr, Call):
+        n = 1
+    if isinstance(expr, Reduce):
+        return len(expr.source) + sum(_count_ops(x) for x in expr.source)
+    if isinstance(expr, Select):
+        return 1 + _count_ops(expr.true_value) + _count_ops(expr.false_value)
+    for f in expr._fields:
+        v = getattr(expr, f)
+        for x in (v if isinstance(v, tuple | list) else (v,)):
+            n += _count_ops(x)
+    return n
 
 
 def extract_from_program(*args: Any, **kwargs: Any):

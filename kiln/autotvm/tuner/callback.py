@@ -35,16 +35,14 @@ def progress_bar(total: int, prefix: str = "", si_prefix: str = "G", stream=None
     if si_prefix not in _SI:
         raise ValueError(f"si_prefix must be one of {', '.join(repr(k) for k in _SI)}")
     scale = _SI[si_prefix]
-    state = {"ct": 0, "cur": 0.0, "start": None}
+    state = {"ct": 0, "cur": 0.0, "start": time.time()}  # made just before tune() starts
 
     def callback(tuner, inputs, results):
         out = stream or sys.stdout
-        if state["start"] is None:
-            state["start"] = time.time()
         flop = tuner.task.flop
         for res in results:
             state["ct"] += 1
-            state["cur"] = flop / res.mean if res.error_no == 0 and res.mean > 0 else 0.0
+            state["cur"] = flop / res.cost if res.error_no == 0 and res.cost > 0 else 0.0
         elapsed = time.time() - state["start"]
         ct = state["ct"]
         eta = elapsed / ct * (total - ct) if ct else 0.0

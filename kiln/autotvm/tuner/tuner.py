@@ -52,8 +52,8 @@ class Tuner:
     def flops_of(task, result) -> float:
         if result.error_no != 0:
             return 0.0
-        mean = result.mean
-        return (task.flop if task.flop else 1.0) / mean if mean > 0 else 0.0
+        cost = result.cost
+        return (task.flop if task.flop else 1.0) / cost if cost > 0 else 0.0
 
     def _random_unvisited(self, rng: np.random.Generator) -> int | None:
         n = len(self.space)
