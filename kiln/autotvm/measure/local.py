@@ -46,7 +46,8 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else str(text)
 
 
-def _arg_info(args) -> tuple:
+def tensor_arg_info(args) -> tuple:
+    """``(shape, dtype, is_output)`` of each tensor argument of a schedule."""
     from kiln.te.tensor import PlaceholderOp, Tensor
 
     info = []
@@ -66,7 +67,7 @@ def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
     start = time.perf_counter()
     try:
         sch, args = inp.task.instantiate(inp.config)
-        info = _arg_info(args)
+        info = tensor_arg_info(args)
     except InstantiationError as e:
         return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, str(e),
                            time.perf_counter() - start)
@@ -316,7 +317,7 @@ class LocalRunner(Runner):
         inp = MeasureInput(task.target, task, FallbackConfigEntity())
         if self.ref_func is not None:
             sch, args = task.instantiate(inp.config)
-            info = _arg_info(args)
+            info = tensor_arg_info(args)
             arrays = random_inputs(info)
             outs = self.ref_func(*[a for a, (_, _, o) in zip(arrays, info, strict=True)
                                    if not o])

@@ -199,8 +199,10 @@ def _count_ops(expr) -> int:
         n = 1
     if isinstance(expr, Reduce):
         return len(expr.source) + sum(_count_ops(x) for x in expr.source)
-    if isinstance(expr, Select):
-        return 1 + _count_ops(expr.true_value) + _count_ops(expr.false_value)
+    if isinstance(expr, Select):  # a choice (e.g. padding), not arithmetic
+        return _count_ops(expr.true_value) + _count_ops(expr.false_value)
+    if isinstance(expr, Call) and expr.op.endswith("if_then_else"):
+        return sum(_count_ops(x) for x in expr.args[1:])
     for f in expr._fields:
         v = getattr(expr, f)
         for x in (v if isinstance(v, tuple | list) else (v,)):
