@@ -42,7 +42,7 @@ def encode(inp: MeasureInput, result: MeasureResult) -> str:
     costs = [float(c) for c in result.costs] if result.error_no == 0 \
         else [str(c)[-2000:] for c in result.costs]
     return json.dumps({
-        "input": [str(inp.target or "llvm"), inp.task.name, _jsonable(inp.task.args)],
+        "input": [str(inp.target or "llvm"), inp.task.name, _jsonable(inp.task.workload[1:])],
         "config": inp.config.to_json_dict(),
         "result": [costs, int(result.error_no), float(result.all_cost),
                    float(result.timestamp)],

@@ -105,3 +105,32 @@ def test_tune_then_apply_history_best(tmp_path):
 def test_extract_from_program_is_not_in_this_slice():
     with pytest.raises(NotImplementedError, match="extract_from_program"):
         autotvm.task.extract_from_program(None, params={}, target="llvm")
+
+
+def test_tensor_arguments_round_trip(tmp_path):
+    from kiln import te
+
+    @autotvm.template("test_tensor_args")
+    def scale(A, factor):
+        C = te.compute(A.shape, lambda i, j: A[i, j] * factor, name="C")
+        s = te.create_schedule(C.op)
+        cfg = autotvm.get_config()
+        cfg.define_split("t", C.op.axis[1])
+        cfg["t"].apply(s, C, C.op.axis[1])
+        return s, [A, C]
+
+    A = te.placeholder((4, 8), name="A")
+    task = autotvm.task.create("test_tensor_args", (A, 2.0), "llvm")
+    assert task.workload == ("test_tensor_args", ("TENSOR", (4, 8), "float32"), 2.0)
+    log = tmp_path / "t.log"
+    save_to_file(_records(task, [(2, 1e-6)]), log)
+    (inp, _), = load_from_file(log)
+    assert inp.task.workload == task.workload
+    s, args = inp.task.instantiate(inp.config)  # placeholders rebuilt from the workload
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    c = tvm.nd.empty((4, 8))
+    tvm.build(s, args)(tvm.nd.array(a), c)
+    np.testing.assert_allclose(c.numpy(), a * 2)
+    with autotvm.apply_history_best(str(log)):
+        s2, args2 = scale(A, 2.0)
+    assert str(tvm.lower(s2, args2)) == str(tvm.lower(*task.instantiate(inp.config)))
