@@ -19,6 +19,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import shutil
+import signal
 import tempfile
 import time
 import traceback
@@ -85,6 +86,10 @@ def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
 
 def _child_main(conn, fn, args) -> None:
     try:
+        os.setpgid(0, 0)  # its own process group: a timeout kills the compiler it started too
+    except OSError:
+        pass
+    try:
         reply = ("ok", fn(*args))
     except BaseException:  # noqa: BLE001
         reply = ("error", traceback.format_exc())
@@ -92,6 +97,13 @@ def _child_main(conn, fn, args) -> None:
         conn.send(reply)
     finally:
         conn.close()
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
 
 
 def fork_map(fn: Callable, items: list[tuple], n_parallel: int, timeout: float
@@ -129,7 +141,7 @@ def fork_map(fn: Callable, items: list[tuple], n_parallel: int, timeout: float
         now = time.monotonic()
         for conn, (i, proc, deadline, start) in list(running.items()):
             if now >= deadline:
-                proc.kill()
+                _kill_group(proc)
                 proc.join()
                 conn.close()
                 del running[conn]
