@@ -5,7 +5,7 @@ schedules, ``lower`` to see the loop program, ``build`` to compile it, ``nd`` an
 to run it.
 """
 
-from . import ir, nd, runtime, target, te, tir, transform
+from . import autotvm, ir, nd, runtime, target, te, tir, transform
 from .alias import install_as_tvm
 from .driver import build, lower
 from .errors import CompileError, ScheduleError, TVMError
@@ -29,7 +29,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "te", "tir", "ir", "nd", "runtime", "target", "transform",
+    "te", "tir", "ir", "autotvm", "nd", "runtime", "target", "transform",
     "build", "lower", "TVMError", "ScheduleError",
     "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
     "cpu", "cuda", "device", "gpu", "load_module", "install_as_tvm", "__version__",

@@ -1,0 +1,412 @@
+"""Measuring candidates on this machine: LocalBuilder and LocalRunner.
+
+* :class:`LocalBuilder` compiles each candidate in a child process forked for it (up to
+  ``n_parallel`` at once), so a template that raises, a lowering that loops or a compiler
+  that takes too long costs one trial: the child is killed after ``timeout`` seconds.
+  Libraries go to a private directory removed by ``close()``.
+* :class:`LocalRunner` times each library in a separate worker interpreter
+  (:class:`~kiln.autotvm.measure.worker.Worker`), one candidate at a time: a kernel that
+  segfaults or hangs kills only the worker, which is restarted for the next candidate.
+  With ``check_correctness`` (the default) every candidate's output is first compared with
+  a reference on the same random inputs: ``ref_func(*inputs)`` when given, else the output
+  of the template's fallback config.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+import warnings
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..task.space import FallbackConfigEntity, InstantiationError
+from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, Runner
+from .worker import Worker, describe_exit
+
+logger = logging.getLogger("autotvm")
+
+__all__ = ["LocalBuilder", "LocalRunner", "RPCRunner", "request_remote"]
+
+
+# ---------------------------------------------------------------------------------------
+# Building in forked children
+# ---------------------------------------------------------------------------------------
+def _last_line(text: str) -> str:
+    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else str(text)
+
+
+def tensor_arg_info(args) -> tuple:
+    """``(shape, dtype, is_output)`` of each tensor argument of a schedule."""
+    from kiln.te.tensor import PlaceholderOp, Tensor
+
+    info = []
+    for a in args:
+        if not isinstance(a, Tensor):
+            raise TypeError(f"tuning needs tensor arguments only, got {a!r}")
+        shape = tuple(int(getattr(s, "value", s)) for s in a.shape)
+        info.append((shape, a.dtype, not isinstance(a.op, PlaceholderOp)))
+    return tuple(info)
+
+
+def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
+    """Instantiate and compile one candidate (run in a forked child)."""
+    import kiln
+
+    os.environ["KILN_CACHE_DIR"] = build_dir
+    start = time.perf_counter()
+    try:
+        sch, args = inp.task.instantiate(inp.config)
+        info = tensor_arg_info(args)
+    except InstantiationError as e:
+        return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, str(e),
+                           time.perf_counter() - start)
+    except Exception:  # noqa: BLE001 - any template failure is this candidate's error
+        return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR,
+                           traceback.format_exc(), time.perf_counter() - start)
+    try:
+        mod = kiln.build(sch, args, target=str(inp.target or "llvm"))
+    except Exception:  # noqa: BLE001
+        return BuildResult(None, info, MeasureErrorNo.COMPILE_HOST, traceback.format_exc(),
+                           time.perf_counter() - start)
+    return BuildResult(mod.library_path, info, MeasureErrorNo.NO_ERROR, None,
+                       time.perf_counter() - start)
+
+
+def _child_main(conn, fn, args) -> None:
+    try:
+        os.setpgid(0, 0)  # its own process group: a timeout kills the compiler it started too
+    except OSError:
+        pass
+    try:
+        reply = ("ok", fn(*args))
+    except BaseException:  # noqa: BLE001
+        reply = ("error", traceback.format_exc())
+    try:
+        conn.send(reply)
+    finally:
+        conn.close()
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+
+
+def fork_map(fn: Callable, items: list[tuple], n_parallel: int, timeout: float
+             ) -> list[tuple[str, Any, float]]:
+    """``fn(*item)`` for each item, each in a forked child, ``n_parallel`` at a time.
+    Returns ``(status, value, seconds)`` per item: status ``ok``, ``error`` (value: the
+    traceback), ``timeout`` (the child was killed) or ``crash`` (value: exit status)."""
+    ctx = multiprocessing.get_context("fork")
+    results: list = [None] * len(items)
+    pending = deque(enumerate(items))
+    running: dict = {}  # connection -> (item number, process, deadline, start)
+    while pending or running:
+        while pending and len(running) < n_parallel:
+            i, item = pending.popleft()
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child_main, args=(send, fn, item), daemon=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+                proc.start()
+            send.close()
+            now = time.monotonic()
+            running[recv] = (i, proc, now + timeout, now)
+        wait = max(0.0, min(v[2] for v in running.values()) - time.monotonic())
+        ready = multiprocessing.connection.wait(list(running), timeout=wait)
+        for conn in ready:
+            i, proc, _, start = running.pop(conn)
+            try:
+                status, value = conn.recv()
+            except (EOFError, OSError):
+                proc.join()
+                status, value = "crash", proc.exitcode
+            conn.close()
+            proc.join()
+            results[i] = (status, value, time.monotonic() - start)
+        now = time.monotonic()
+        for conn, (i, proc, deadline, start) in list(running.items()):
+            if now >= deadline:
+                _kill_group(proc)
+                proc.join()
+                conn.close()
+                del running[conn]
+                results[i] = ("timeout", None, now - start)
+    return results
+
+
+class LocalBuilder(Builder):
+    """Compile candidates in forked child processes, ``n_parallel`` at once (default: the
+    number of CPUs), each killed after ``timeout`` seconds."""
+
+    def __init__(self, timeout: float = 10, n_parallel: int | None = None,
+                 build_func: str = "default"):
+        if build_func != "default":
+            raise NotImplementedError("LocalBuilder: only build_func='default' (a shared "
+                                      "library) is supported")
+        if not hasattr(os, "fork"):
+            raise NotImplementedError("LocalBuilder needs os.fork (Linux or macOS)")
+        self.timeout = float(timeout)
+        self.n_parallel = int(n_parallel or os.cpu_count() or 1)
+        self.build_dir: str | None = None
+
+    def set_task(self, task) -> None:
+        super().set_task(task)
+        if self.build_dir is None:
+            self.build_dir = tempfile.mkdtemp(prefix="kiln-autotvm-build-")
+
+    def build(self, measure_inputs) -> list[BuildResult]:
+        if self.build_dir is None:
+            self.build_dir = tempfile.mkdtemp(prefix="kiln-autotvm-build-")
+        for inp in measure_inputs:
+            target = str(inp.target or "llvm").split()[0]
+            if target not in ("llvm", "c"):
+                raise NotImplementedError(f"LocalBuilder: tuning for target {target!r} is not "
+                                          "supported yet (CPU targets only)")
+        outs = fork_map(build_candidate, [(inp, self.build_dir) for inp in measure_inputs],
+                        self.n_parallel, self.timeout)
+        results = []
+        for status, value, secs in outs:
+            if status == "ok":
+                results.append(value)
+            elif status == "timeout":
+                results.append(BuildResult(None, (), MeasureErrorNo.BUILD_TIMEOUT,
+                                           f"build timed out after {self.timeout:g} s", secs))
+            elif status == "crash":
+                results.append(BuildResult(None, (), MeasureErrorNo.COMPILE_HOST,
+                                           f"build process died ({describe_exit(value)})",
+                                           secs))
+            else:
+                results.append(BuildResult(None, (), MeasureErrorNo.UNKNOWN_ERROR, value, secs))
+        return results
+
+    def close(self) -> None:
+        if self.build_dir is not None:
+            shutil.rmtree(self.build_dir, ignore_errors=True)
+            self.build_dir = None
+
+
+# ---------------------------------------------------------------------------------------
+# Running in a worker interpreter
+# ---------------------------------------------------------------------------------------
+_PRELOAD = ("kiln", "kiln.autotvm.measure.local")
+_REF_CACHE: dict[str, dict[str, np.ndarray]] = {}
+_INPUT_CACHE: dict[tuple, list[np.ndarray]] = {}
+
+
+def random_inputs(arg_info, seed: int = 0) -> list[np.ndarray]:
+    """Deterministic random data for every argument (outputs too; they are overwritten)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype, _ in arg_info:
+        if np.issubdtype(np.dtype(dtype), np.floating):
+            arrays.append(rng.uniform(0.0, 1.0, size=shape).astype(dtype))
+        elif dtype == "bool":
+            arrays.append(rng.integers(0, 2, size=shape).astype(bool))
+        else:
+            arrays.append(rng.integers(-8, 8, size=shape).astype(dtype))
+    return arrays
+
+
+def _garbage(shape, dtype) -> np.ndarray:
+    if np.issubdtype(np.dtype(dtype), np.floating):
+        return np.full(shape, np.nan, dtype=dtype)
+    return np.full(shape, 123, dtype=dtype)
+
+
+def _load_inputs(arg_info, ref_path: str | None) -> tuple[list[np.ndarray], dict | None]:
+    if ref_path is not None:
+        ref = _REF_CACHE.get(ref_path)
+        if ref is None:
+            with np.load(ref_path) as z:
+                ref = _REF_CACHE[ref_path] = {k: z[k] for k in z.files}
+        return [ref[f"arg{i}"] for i in range(len(arg_info))], ref
+    key = tuple(arg_info)
+    if key not in _INPUT_CACHE:
+        _INPUT_CACHE[key] = random_inputs(arg_info)
+    return _INPUT_CACHE[key], None
+
+
+def _nd_args(arrays, arg_info):
+    import kiln
+
+    dev = kiln.cpu(0)
+    return [kiln.nd.array(_garbage(shape, dtype) if is_out else a, dev)
+            for a, (shape, dtype, is_out) in zip(arrays, arg_info, strict=True)], dev
+
+
+def reference_run(lib_path: str, arg_info, out_path: str) -> None:
+    """Run a trusted library once on random inputs; save inputs and outputs to ``out_path``
+    (``arg0``, ``arg1``, ... and ``out0``, ... for the output arguments)."""
+    import kiln
+
+    mod = kiln.load_module(lib_path)
+    arrays = random_inputs(arg_info)
+    nd, _ = _nd_args(arrays, arg_info)
+    mod(*nd)
+    save = {f"arg{i}": a for i, a in enumerate(arrays)}
+    for i, (_, _, is_out) in enumerate(arg_info):
+        if is_out:
+            save[f"out{i}"] = nd[i].numpy()
+    np.savez(out_path, **save)
+
+
+def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_ms: float,
+                  ref_path: str | None, rtol: float, atol: float) -> tuple[str, Any]:
+    """Check (against the reference, if any) and time one library. Returns ``("ok",
+    costs)``, ``("wrong", message)`` or raises."""
+    import kiln
+
+    mod = kiln.load_module(lib_path)
+    arrays, ref = _load_inputs(arg_info, ref_path)
+    nd, dev = _nd_args(arrays, arg_info)
+    mod(*nd)
+    if ref is not None:
+        for i, (_, _, is_out) in enumerate(arg_info):
+            if not is_out or f"out{i}" not in ref:
+                continue
+            got, want = nd[i].numpy(), ref[f"out{i}"]
+            if not np.allclose(got, want, rtol=rtol, atol=atol):
+                bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
+                where = tuple(int(v[0]) for v in np.nonzero(bad))
+                return "wrong", (f"output {i} differs from the reference at {int(bad.sum())} "
+                                 f"of {bad.size} elements; first at {where}: got {got[where]}, "
+                                 f"expected {want[where]}")
+    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=repeat,
+                               min_repeat_ms=min_repeat_ms)
+    return "ok", tuple(timer(*nd).results)
+
+
+class LocalRunner(Runner):
+    """Time candidates in a worker process: after one checked run, ``repeat``
+    measurements of ``number`` calls each (``number`` grows until a measurement lasts
+    ``min_repeat_ms``). A candidate taking longer than ``timeout`` seconds in all is
+    killed (RUN_TIMEOUT); one that crashes the worker is RUNTIME_DEVICE; one whose output
+    differs from the reference (``rtol``/``atol``) is WRONG_ANSWER."""
+
+    def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3,
+                 min_repeat_ms: float = 0, cooldown_interval: float = 0.0,
+                 check_correctness: bool = True, ref_func: Callable | None = None,
+                 rtol: float = 1e-3, atol: float = 1e-4):
+        self.timeout = float(timeout)
+        self.number, self.repeat = int(number), int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.cooldown_interval = float(cooldown_interval)
+        self.check_correctness = bool(check_correctness)
+        self.ref_func = ref_func
+        self.rtol, self.atol = float(rtol), float(atol)
+        self._worker: Worker | None = None
+        self._dir: str | None = None
+        self.ref_path: str | None = None
+
+    # ---- reference ----
+    def set_task(self, task, builder) -> None:
+        super().set_task(task, builder)
+        self.ref_path = None
+        if self._worker is None:
+            self._worker = Worker(preload=_PRELOAD)
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="kiln-autotvm-run-")
+        if self.check_correctness:
+            self.ref_path = self._make_reference(task, builder)
+
+    def _make_reference(self, task, builder) -> str | None:
+        path = os.path.join(self._dir, f"reference-{id(task):x}.npz")
+        inp = MeasureInput(task.target, task, FallbackConfigEntity())
+        if self.ref_func is not None:
+            sch, args = task.instantiate(inp.config)
+            info = tensor_arg_info(args)
+            arrays = random_inputs(info)
+            outs = self.ref_func(*[a for a, (_, _, o) in zip(arrays, info, strict=True)
+                                   if not o])
+            outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+            save = {f"arg{i}": a for i, a in enumerate(arrays)}
+            out_ids = [i for i, (_, _, o) in enumerate(info) if o]
+            if len(outs) != len(out_ids):
+                raise ValueError(f"ref_func returned {len(outs)} arrays for "
+                                 f"{len(out_ids)} output arguments")
+            for i, o in zip(out_ids, outs, strict=True):
+                save[f"out{i}"] = np.asarray(o, dtype=info[i][1])
+            np.savez(path, **save)
+            return path
+        build = builder.build([inp])[0]
+        if build.error_no != MeasureErrorNo.NO_ERROR:
+            logger.warning("correctness check disabled for %s: the fallback config does not "
+                           "build (%s)", task.name, _last_line(build.error))
+            return None
+        status, value = self._worker.call("kiln.autotvm.measure.local", "reference_run",
+                                          (build.filename, build.arg_info, path),
+                                          timeout=max(self.timeout, 60.0))
+        if status != "ok":
+            logger.warning("correctness check disabled for %s: the fallback config failed to "
+                           "run (%s)", task.name, status)
+            return None
+        return path
+
+    # ---- measuring ----
+    def run(self, measure_inputs, build_results) -> list[MeasureResult]:
+        if self._worker is None:
+            self._worker = Worker(preload=_PRELOAD)
+        out = []
+        for build in build_results:
+            if build.error_no != MeasureErrorNo.NO_ERROR:
+                out.append(MeasureResult((build.error,), int(build.error_no), build.time_cost,
+                                         time.time()))
+                continue
+            start = time.perf_counter()
+            status, value = self._worker.call(
+                "kiln.autotvm.measure.local", "run_candidate",
+                (build.filename, build.arg_info, self.number, self.repeat, self.min_repeat_ms,
+                 self.ref_path, self.rtol, self.atol), timeout=self.timeout)
+            secs = time.perf_counter() - start + build.time_cost
+            if status == "ok" and value[0] == "ok":
+                res = MeasureResult(value[1], int(MeasureErrorNo.NO_ERROR), secs, time.time())
+            elif status == "ok":
+                res = MeasureResult((value[1],), int(MeasureErrorNo.WRONG_ANSWER), secs,
+                                    time.time())
+            elif status == "timeout":
+                res = MeasureResult((f"run timed out after {self.timeout:g} s",),
+                                    int(MeasureErrorNo.RUN_TIMEOUT), secs, time.time())
+            elif status == "crash":
+                res = MeasureResult((f"the kernel crashed the worker ({describe_exit(value)})",),
+                                    int(MeasureErrorNo.RUNTIME_DEVICE), secs, time.time())
+            else:
+                res = MeasureResult((_last_line(value),), int(MeasureErrorNo.RUNTIME_DEVICE),
+                                    secs, time.time())
+            out.append(res)
+            if self.cooldown_interval:
+                time.sleep(self.cooldown_interval)
+        return out
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+class RPCRunner(Runner):
+    """Not in this slice: measuring on remote devices through an RPC tracker."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise NotImplementedError("autotvm.RPCRunner is not implemented yet; use LocalRunner")
+
+
+def request_remote(*args: Any, **kwargs: Any):
+    raise NotImplementedError("autotvm.measure.request_remote is not implemented yet")

@@ -1,0 +1,133 @@
+"""Measurement records and options: what is measured, what came back, how to measure.
+
+``measure_option(builder=LocalBuilder(...), runner=LocalRunner(...))`` says how candidates
+are compiled and timed; ``create_measure_batch(task, option)`` turns it into a function that
+measures a list of :class:`MeasureInput` and returns one :class:`MeasureResult` each. A
+failed candidate is a result with an error number (:class:`MeasureErrorNo`) and its message
+in ``costs``, never an exception.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "Builder",
+           "Runner", "measure_option", "create_measure_batch", "MeasureBatch"]
+
+
+class MeasureErrorNo(enum.IntEnum):
+    """Why a candidate has no time."""
+
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1  # the template rejected the config or raised
+    COMPILE_HOST = 2  # lowering or the C compiler failed
+    COMPILE_DEVICE = 3  # device code generation failed
+    RUNTIME_DEVICE = 4  # the kernel crashed or returned an error
+    WRONG_ANSWER = 5  # its output differs from the reference
+    BUILD_TIMEOUT = 6
+    RUN_TIMEOUT = 7
+    UNKNOWN_ERROR = 8
+
+
+class MeasureInput(NamedTuple):
+    """One candidate: a task's config on a target."""
+
+    target: Any
+    task: Any
+    config: Any
+
+
+class MeasureResult(NamedTuple):
+    """Times of one candidate in seconds (``costs``, one per repeat; on error, its
+    message), its error number, the seconds the whole measurement took and when it ended
+    (Unix time). Tuners rank candidates by ``cost``, the fastest repeat: on a machine shared
+    with other work it is the estimate least disturbed by that work."""
+
+    costs: tuple
+    error_no: int
+    all_cost: float
+    timestamp: float
+
+    @property
+    def mean(self) -> float:
+        return sum(self.costs) / len(self.costs) if self.error_no == 0 else float("inf")
+
+    @property
+    def cost(self) -> float:
+        """The fastest repeat in seconds (infinity for a failed candidate)."""
+        return min(self.costs) if self.error_no == 0 else float("inf")
+
+
+class BuildResult(NamedTuple):
+    """A built candidate: its library, ``arg_info`` ((shape, dtype, is_output) per
+    argument), or the error (``error_no`` and message)."""
+
+    filename: str | None
+    arg_info: tuple
+    error_no: int
+    error: str | None
+    time_cost: float
+
+
+class Builder:
+    """Compiles candidates (base class)."""
+
+    n_parallel = 1
+
+    def set_task(self, task) -> None:
+        self.task = task
+
+    def build(self, measure_inputs) -> list[BuildResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Runner:
+    """Times built candidates (base class)."""
+
+    def set_task(self, task, builder: Builder) -> None:
+        self.task = task
+
+    def run(self, measure_inputs, build_results) -> list[MeasureResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def measure_option(builder: Builder | None = None, runner: Runner | None = None) -> dict:
+    """How to measure: ``{"builder": ..., "runner": ...}`` (LocalBuilder and LocalRunner
+    with their defaults when not given)."""
+    from .local import LocalBuilder, LocalRunner
+
+    if isinstance(builder, str) or isinstance(runner, str):
+        raise TypeError("measure_option takes builder and runner objects, e.g. "
+                        "builder=autotvm.LocalBuilder(), runner=autotvm.LocalRunner()")
+    return {"builder": builder if builder is not None else LocalBuilder(),
+            "runner": runner if runner is not None else LocalRunner()}
+
+
+class MeasureBatch:
+    """``measure_batch(inputs) -> results``; ``close()`` stops the worker processes."""
+
+    def __init__(self, task, option: dict) -> None:
+        self.builder: Builder = option["builder"]
+        self.runner: Runner = option["runner"]
+        self.n_parallel = max(1, int(getattr(self.builder, "n_parallel", 1)))
+        self.builder.set_task(task)
+        self.runner.set_task(task, self.builder)
+
+    def __call__(self, measure_inputs) -> list[MeasureResult]:
+        builds = self.builder.build(list(measure_inputs))
+        return self.runner.run(list(measure_inputs), builds)
+
+    def close(self) -> None:
+        self.runner.close()
+        self.builder.close()
+
+
+def create_measure_batch(task, option: dict) -> MeasureBatch:
+    return MeasureBatch(task, option)
