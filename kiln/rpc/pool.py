@@ -6,9 +6,9 @@ session. :meth:`DevicePool.map` hands each job to whichever server is free and r
 out of the pool. :meth:`DevicePool.measure` is the tuning use: upload a built library,
 run its ``time_evaluator`` on random inputs, return the costs.
 
-A server that drops its connection loses the job it was running (that job's record says
-so); its worker reconnects once for its next job and retires if that fails, leaving the
-remaining jobs to the other servers. When every server is gone, the jobs left get an
+A job whose server drops the connection is put back once for another server (a second
+loss gives an error record); the worker reconnects once and retires if that fails, leaving
+the remaining jobs to the other servers. When every server is gone, the jobs left get an
 error record each.
 """
 
@@ -146,6 +146,7 @@ class DevicePool:
         for i in range(len(jobs)):
             todo.put(i)
         results: list[JobResult | None] = [None] * len(jobs)
+        retried: set[int] = set()  # jobs put back once after their server dropped
 
         def worker(slot: int) -> None:
             host, port = self.servers[slot]
@@ -168,16 +169,22 @@ class DevicePool:
                     value = fn(sess, jobs[i])
                     results[i] = JobResult(i, value, None, addr, time.perf_counter() - start)
                 except Exception as e:  # an error record, never an exception out of map
+                    if sess.closed and i not in retried:  # the server went away, not the job
+                        retried.add(i)
+                        todo.put(i)
+                        continue
                     results[i] = JobResult(i, None, f"{type(e).__name__}: {e}", addr,
                                            time.perf_counter() - start)
 
-        threads = [threading.Thread(target=worker, args=(k,), daemon=True,
-                                    name=f"kiln-pool-{k}")
-                   for k, s in enumerate(self._sessions) if s is not None]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # rounds: a job put back after its server died may find the other workers gone
+        while not todo.empty() and any(s is not None for s in self._sessions):
+            threads = [threading.Thread(target=worker, args=(k,), daemon=True,
+                                        name=f"kiln-pool-{k}")
+                       for k, s in enumerate(self._sessions) if s is not None]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         gone = "; ".join(self.unreachable.values()) or "no server left"
         return [r if r is not None else JobResult(i, None, f"RPCError: no server could run "
                                                   f"the job ({gone})")
