@@ -464,6 +464,25 @@ class RemoteModule:
             raise TypeError("module function names are strings")
         return self.get_function(name)
 
+    def _rpc_graph_create(self, graph: Any, dev: Device | None) -> RemoteGraphModule:
+        """``graph_runtime.create(graph, remote_mod, ctx)`` (book §1.4.4): the graph executor
+        of an uploaded relay archive; ``graph`` is that archive's graph JSON, or the
+        module itself."""
+        if self.kind != "graph_factory":
+            raise NotImplementedError(
+                "graph_runtime.create over RPC needs the whole relay.build result on the "
+                "server: export it with factory.export_library('model.tar'), upload that and "
+                f"pass remote.load_module('model.tar'); {self!r} holds only kernels")
+        if graph is not self and not isinstance(graph, (str, bytes)) \
+                and not hasattr(graph, "get_graph_json"):
+            raise TypeError(f"graph_runtime.create: expected the graph JSON or a graph "
+                            f"module, got {type(graph).__name__}")
+        if hasattr(graph, "get_graph_json"):
+            graph = graph.get_graph_json()
+        plan = graph.decode() if isinstance(graph, bytes) else graph
+        return RemoteGraphModule(self, self.functions[0], dev,
+                                 plan if isinstance(plan, str) else None)
+
     def get_source(self, fmt: str = "") -> str:
         return self._sess._request({"op": "get_source", "mod": self._handle, "fmt": fmt})[
             "source"]
@@ -503,14 +522,17 @@ class RemoteGraphModule:
     ``set_input`` / ``run`` / ``get_output`` as :class:`kiln.relay.executor.GraphModule`.
     Inputs and parameters may be local (numpy, NDArray: they are uploaded) or remote."""
 
-    def __init__(self, factory: RemoteModule, name: str, dev: Device | None) -> None:
+    def __init__(self, factory: RemoteModule, name: str, dev: Device | None,
+                 graph_json: str | None = None) -> None:
         sess = factory._sess
         dev = dev if dev is not None else sess.cpu(0)
         if not isinstance(dev, RemoteDevice) or dev._rpc_session is not sess:
             raise TVMError(f"a remote graph module needs a device of its session "
                            f"(remote.cpu()), not {dev!r}")
-        info = sess._request({"op": "graph_create", "mod": factory._handle, "func": name,
-                              "dev": _spec(dev)})
+        req = {"op": "graph_create", "mod": factory._handle, "func": name, "dev": _spec(dev)}
+        if graph_json is not None:
+            req["graph_json"] = graph_json  # checked against the archive's plan
+        info = sess._request(req)
         self._sess, self._handle, self.dev = sess, int(info["handle"]), dev
         self._inputs: list[str] = list(info["inputs"])
         self._num_outputs = int(info["num_outputs"])

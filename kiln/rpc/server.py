@@ -13,6 +13,7 @@ The operations a client may ask for are exactly the ``_op_*`` methods of
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import platform
@@ -261,6 +262,9 @@ class SessionHandler:
         factory = self._get(h["mod"], GraphExecutorFactoryModule)
         if h.get("func", "default") != factory.plan.get("mod_name", "default"):
             raise TVMError(f"graph module has no function {h.get('func')!r}")
+        if "graph_json" in h and json.loads(h["graph_json"]) != factory.plan:
+            raise TVMError("the graph JSON given to graph_runtime.create is not the one of the "
+                           "uploaded archive; upload the archive of the same relay.build")
         gm = GraphModule(factory, self._device(h["dev"]))
         return {"handle": self._put(gm), "num_outputs": gm.get_num_outputs(),
                 "inputs": list(factory.plan.get("inputs", []))}, []

@@ -52,6 +52,30 @@ def test_relay_model_runs_remotely(remote, relay_model):
         remote_lib(x)
 
 
+def test_book_graph_runtime_create_over_rpc(remote, relay_model, vadd_so):
+    """Book §1.4.4: graph_runtime.create(graph, remote_mod, ctx), params set from local."""
+    from kiln.contrib import graph_executor, graph_runtime
+    from kiln.relay.executor import load_module
+
+    path, name, x, params, local = relay_model
+    graph = load_module(path).get_graph_json()
+    remote.upload(path)
+    remote_mod = remote.load_module("model.tar")
+    ctx = remote.cpu()
+    remote_rt = graph_runtime.create(graph, remote_mod, ctx)
+    remote_rt.set_input(**params)
+    remote_rt.run(**{name: tvm.nd.array(x)})
+    np.testing.assert_allclose(remote_rt.get_output(0).asnumpy(), local, rtol=1e-5, atol=1e-6)
+    assert isinstance(graph_executor.create(remote_mod, None, ctx), rpc.RemoteGraphModule)
+    with pytest.raises(rpc.RemoteError, match="not the one of the uploaded archive"):
+        graph_runtime.create('{"tensors": []}', remote_mod, ctx)
+    remote.upload(vadd_so)
+    with pytest.raises(NotImplementedError, match="holds only kernels"):
+        graph_runtime.create(graph, remote.load_module("vector-add.so"), ctx)
+    with pytest.raises(NotImplementedError, match="needs the module loaded on that server"):
+        graph_runtime.create(load_module(path), None, ctx)
+
+
 def _double_on(remote, k):
     """A pool job: run vector add on k's data on the job's server."""
     remote.upload(_double_on.lib, "v.so")
