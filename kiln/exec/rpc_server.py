@@ -13,6 +13,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 
 from kiln.errors import TVMError
 from kiln.rpc.server import Server
@@ -28,16 +29,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO, DEBUG...)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO))
+    stopped = threading.Event()
+    servers: list[Server] = []
+
+    def stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        stopped.set()
+        for s in servers:
+            s.stop()
+
+    signal.signal(signal.SIGTERM, stop)  # before binding: a client may stop us at once
     try:
         server = Server(args.host, args.port, args.port_end)
     except TVMError as e:
         print(f"rpc_server: {e}", file=sys.stderr)
         return 1
-
-    def stop(signum, frame):  # noqa: ARG001 - signal handler signature
+    servers.append(server)
+    if stopped.is_set():
         server.stop()
-
-    signal.signal(signal.SIGTERM, stop)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

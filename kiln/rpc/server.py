@@ -62,6 +62,7 @@ class SessionHandler:
         self._objects: dict[int, Any] = {}
         self._ids = itertools.count(1)
         self._loaded = itertools.count()
+        self._extra_dirs: list[str] = []  # deleted with the workspace
 
     # ---- plumbing ---------------------------------------------------------------------
     def handle(self, header: dict[str, Any], blobs: list[Any]) -> Reply:
@@ -82,7 +83,8 @@ class SessionHandler:
 
     def close(self) -> None:
         self._objects.clear()
-        shutil.rmtree(self.workspace, ignore_errors=True)
+        for d in [self.workspace, *self._extra_dirs]:
+            shutil.rmtree(d, ignore_errors=True)
 
     def _put(self, obj: Any) -> int:
         h = next(self._ids)
@@ -180,6 +182,8 @@ class SessionHandler:
             from ..relay.executor import load_module as load_graph
 
             factory = load_graph(path)
+            if factory.lib is not None:  # relay extracts the archive to a folder of its own
+                self._extra_dirs.append(os.path.dirname(factory.lib.library_path))
             funcs = [factory.plan.get("mod_name", "default")]
             return {"handle": self._put(factory), "kind": "graph_factory", "entry": None,
                     "functions": funcs, "type_key": "GraphExecutorFactory",

@@ -156,3 +156,24 @@ def test_cross_compile_target_triple(tmp_path):
     with pytest.raises(tvm.TVMError, match=f"cannot compile for target triple "
                                            f"'armv6k-unknown-linux-gnueabi'.*'{host}'"):
         vector_add(target="llvm -target=armv6k-unknown-linux-gnueabi")
+
+
+def test_remote_device_queries(remote):
+    """Devices are asked of the server (here the same machine)."""
+    assert remote.cpu(0).exist
+    assert remote.cuda(0).exist == tvm.cuda(0).exist
+    if not tvm.cuda(0).exist:
+        with pytest.raises(rpc.RemoteError, match=r"nd_empty.*cuda\(0\)"):
+            tvm.nd.empty((4,), "float32", remote.cuda(0))
+
+
+@pytest.mark.gpu
+def test_remote_cuda_arrays(remote):
+    if not tvm.cuda(0).exist:
+        pytest.skip("no CUDA device")
+    dev = remote.cuda(0)
+    x = np.arange(10, dtype="float32")
+    a = tvm.nd.array(x, dev)
+    np.testing.assert_array_equal(a.numpy(), x)
+    assert dev.warp_size == 32
+    dev.sync()
