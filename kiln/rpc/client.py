@@ -103,10 +103,14 @@ class RPCSession:
         self._lock = threading.Lock()
         self._closed = False
         self._pending_free: deque[int] = deque()
-        info = self._request({"op": "hello", "session_timeout": session_timeout})
+        try:
+            info = self._request({"op": "hello", "session_timeout": session_timeout})
+            if info.get("server") != "kiln":
+                raise RPCError(f"{self.addr} is not a kiln RPC server")
+        except BaseException:
+            self.close()
+            raise
         self.host_triple: str = info.get("host_triple", "")
-        if info.get("server") != "kiln":
-            raise RPCError(f"{self.addr} is not a kiln RPC server")
 
     # ---- requests ------------------------------------------------------------------------
     def _request(self, header: dict[str, Any], blobs: list[Any] | None = None,
