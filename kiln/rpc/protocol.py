@@ -28,6 +28,8 @@ MAX_HEADER = 16 << 20
 #: a single blob larger than this is refused (a corrupt length must not allocate terabytes)
 MAX_BLOB = 1 << 36
 
+_FIRST_CHUNK = 16 << 20
+
 Blob = bytes | bytearray | memoryview
 
 
@@ -46,11 +48,14 @@ def send_message(sock: socket.socket, header: dict[str, Any], blobs: Sequence[Bl
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
+    """Read exactly ``n`` bytes. The buffer grows as data arrives (from 16 MiB, doubling),
+    so a corrupt length cannot make the receiver allocate memory no data fills."""
+    buf = bytearray(min(n, _FIRST_CHUNK))
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], n - got)
+        if got == len(buf):
+            buf.extend(bytes(min(n, 2 * len(buf)) - len(buf)))
+        k = sock.recv_into(memoryview(buf)[got:], len(buf) - got)
         if k == 0:
             raise ConnectionResetError("the peer closed the connection")
         got += k

@@ -141,3 +141,20 @@ def test_server_survives_crashing_clients(server, vadd_tar):
     while server.num_sessions and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.num_sessions == 0
+
+
+def test_a_silent_server_times_out():
+    """A peer that accepts and never answers: the client's timeout, not a hang."""
+    with socket.socket() as lst:
+        lst.bind(("127.0.0.1", 0))
+        lst.listen()
+        t0 = time.monotonic()
+        with pytest.raises(rpc.RPCError, match="did not answer 'hello' in time"):
+            rpc.connect("127.0.0.1", lst.getsockname()[1], timeout=0.5)
+        assert time.monotonic() - t0 < TIMEOUT
+
+
+def test_large_arrays_cross_the_wire(remote):
+    x = np.random.default_rng(0).standard_normal((3, 1 << 21)).astype("float32")  # 24 MiB
+    a = tvm.nd.array(x, remote.cpu())
+    np.testing.assert_array_equal(a.numpy(), x)
