@@ -18,7 +18,7 @@ import os
 import runpy
 import sys
 
-from kiln.alias import install_as_tvm
+from kiln.alias import _target_name, install_as_tvm
 
 USAGE = """usage: python -m kiln.as_tvm script.py [args ...]
        python -m kiln.as_tvm -m module [args ...]
@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     install_as_tvm()
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # runpy replaces argv[0] with the module's path
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        # runpy needs the module's code, which the alias's loader does not give: run an
+        # aliased name (``-m tvm.exec.rpc_server``) as the kiln module it stands for
+        runpy.run_module(_target_name(argv[1]) or argv[1], run_name="__main__",
+                         alter_sys=True)
     elif argv[0] == "-c":
         sys.argv = ["-c", *argv[2:]]
         code = compile(argv[1], "<string>", "exec")

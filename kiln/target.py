@@ -8,7 +8,9 @@ A target is also a context, as in TVM::
 
 from __future__ import annotations
 
+import platform
 import shlex
+import sys
 
 from kiln.errors import TVMError
 
@@ -113,7 +115,11 @@ class Target:
         return 1 if self.is_cpu else 2
 
     def c_flags(self) -> list[str]:
-        """Extra C compiler flags: ``-mcpu=X`` selects ``-march=X``."""
+        """Extra C compiler flags: ``-mcpu=X`` selects ``-march=X``. A ``-target=<triple>``
+        (or ``-mtriple=``) must name this machine: see :func:`check_triple`."""
+        for key in ("target", "mtriple"):
+            if key in self.attrs:
+                check_triple(self.attrs[key])
         cpu = self.attrs.get("mcpu")
         return [f"-march={cpu}"] if cpu else []
 
@@ -123,6 +129,52 @@ class Target:
     def __repr__(self) -> str:
         return f"Target({self.text!r})"
 
+
+# ---- target triples (``llvm -target=x86_64-pc-linux-gnu``, book §1.4) ----------------------
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "x86",
+                 "i486": "x86", "i586": "x86", "i686": "x86"}
+
+
+def _host_arch() -> str:
+    m = platform.machine().lower()
+    return _ARCH_ALIASES.get(m, m)
+
+
+def _host_sys() -> str:
+    return {"win32": "windows", "cygwin": "windows"}.get(sys.platform, sys.platform)
+
+
+def host_triple() -> str:
+    """This machine's target triple in LLVM's spelling, e.g. ``x86_64-pc-linux-gnu`` (what
+    ``llvm-config --host-target`` prints there)."""
+    arch, system = _host_arch(), _host_sys()
+    vendor = "pc" if arch in ("x86_64", "x86") else "unknown"
+    if system == "darwin":
+        return f"{arch}-apple-darwin"
+    if system == "windows":
+        return f"{arch}-pc-windows-msvc"
+    return f"{arch}-{vendor}-{system}-gnu"
+
+
+def _triple_arch_sys(triple: str) -> tuple[str, str]:
+    """(arch, os) of a triple: ``armv6k-unknown-linux-gnueabi`` -> ("armv6k", "linux")."""
+    parts = triple.lower().split("-")
+    arch = _ARCH_ALIASES.get(parts[0], parts[0])
+    system = next((name for p in parts[1:] for name in ("linux", "darwin", "windows", "win32")
+                   if p.startswith(name)), "")
+    return arch, "windows" if system == "win32" else system
+
+
+def check_triple(triple: str) -> None:
+    """Accept ``-target=<triple>`` when it names this machine's architecture and OS (vendor
+    and ABI fields are not compared); otherwise raise TVMError naming the host triple: kiln
+    compiles CPU code with the host's C compiler and has no cross-compiler."""
+    if _triple_arch_sys(triple) != (_host_arch(), _host_sys()):
+        raise TVMError(
+            f"cannot compile for target triple {triple!r}: kiln builds CPU code with this "
+            f"machine's C compiler, whose triple is {host_triple()!r}, and cannot "
+            "cross-compile; build on a machine of that architecture (it may run "
+            "`python -m kiln.exec.rpc_server` for the rest), or drop -target=")
 
 
 def create(target: str | Target) -> Target:

@@ -1,5 +1,5 @@
-"""TVM's older name, ``tvm.contrib.graph_runtime``: see :mod:`kiln.relay.executor`."""
+"""TVM's older name, ``tvm.contrib.graph_runtime``: see :mod:`kiln.contrib.graph_executor`."""
 
-from kiln.relay.executor import GraphModule, create
+from kiln.contrib.graph_executor import GraphModule, create
 
 __all__ = ["GraphModule", "create"]

@@ -282,6 +282,8 @@ class NDArray:
     def copyto(self, target: NDArray | Device) -> NDArray:
         """Copy into ``target`` (an NDArray, returned) or a new array on a Device."""
         if isinstance(target, Device):
+            if _rpc_session(target) is not None:
+                return _rpc_session(target).array(self.numpy(), target)
             target = NDArray(self._shape, self._dtype, target)
         elif not isinstance(target, NDArray):
             raise TypeError(f"copyto expects an NDArray or a Device, got {type(target).__name__}")
@@ -302,6 +304,12 @@ class NDArray:
         return str(self.numpy())
 
 
+def _rpc_session(dev: Device):
+    """The RPC session of a remote device (``remote.cpu()``, see kiln.rpc), else None:
+    arrays on such a device are made by the session, in the server's memory."""
+    return getattr(dev, "_rpc_session", None)
+
+
 def _resolve_device(device: Device | None, ctx: Device | None) -> Device:
     dev = device if device is not None else ctx
     if dev is None:
@@ -320,7 +328,10 @@ def array(arr: Any, device: Device | None = None, *, ctx: Device | None = None) 
         src = np.asarray(arr)
     if not src.dtype.isnative:
         src = src.astype(src.dtype.newbyteorder("="))
-    out = NDArray(src.shape, src.dtype, _resolve_device(device, ctx))
+    dev = _resolve_device(device, ctx)
+    if _rpc_session(dev) is not None:
+        return _rpc_session(dev).array(src, dev)
+    out = NDArray(src.shape, src.dtype, dev)
     return out.copyfrom(src)
 
 
@@ -332,4 +343,7 @@ def empty(
     ctx: Device | None = None,
 ) -> NDArray:
     """A new uninitialised NDArray."""
-    return NDArray(shape, dtype, _resolve_device(device, ctx))
+    dev = _resolve_device(device, ctx)
+    if _rpc_session(dev) is not None:
+        return _rpc_session(dev).empty(shape, dtype, dev)
+    return NDArray(shape, dtype, dev)

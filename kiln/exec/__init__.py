@@ -1,0 +1,1 @@
+"""Programs run with ``python -m`` (TVM's ``tvm.exec``): ``kiln.exec.rpc_server``."""
