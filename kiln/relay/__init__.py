@@ -10,9 +10,16 @@ fused group of operators with kiln.topi, and run it with the graph executor.
 
 from . import frontend, transform
 from .build_module import PassContext, build, build_config, optimize
-from .executor import GraphExecutorFactoryModule, GraphModule, load_module
+from .executor import (
+    GraphExecutorFactoryModule,
+    GraphModule,
+    load_module,
+    load_param_dict,
+    save_param_dict,
+)
 from .graph import Graph, Module, Node
 
 __all__ = ["frontend", "transform", "build", "build_config", "PassContext", "optimize",
-           "GraphExecutorFactoryModule", "GraphModule", "load_module", "Graph", "Module",
+           "GraphExecutorFactoryModule", "GraphModule", "load_module", "save_param_dict",
+           "load_param_dict", "Graph", "Module",
            "Node"]

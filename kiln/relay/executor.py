@@ -1,5 +1,15 @@
 """Graph executor (TVM's ``graph_executor``): runs the kernels of a built graph in order on
-NDArrays laid out by the static memory plan."""
+NDArrays laid out by the static memory plan.
+
+Both of TVM's flows work:
+
+* the factory: ``lib = relay.build(...)``; ``GraphModule(lib["default"](dev))``;
+  ``lib.export_library("m.tar")`` / :func:`load_module` (library, plan and parameters in one);
+* the classic triple (TVM 0.6-0.7, the book §1.3): ``graph, lib, params = relay.build(...)``;
+  ``graph_runtime.create(graph, lib, dev)``; ``set_input(**params)`` or
+  ``load_params(relay.save_param_dict(params))``; ``lib.export_library`` /
+  ``kiln.runtime.load_module`` for the library alone.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +17,10 @@ import ctypes
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -77,6 +89,11 @@ class GraphExecutorFactoryModule:
         return cls(plan, lib, consts)
 
     # ---- TVM factory API ------------------------------------------------------------
+    def __iter__(self):
+        """``graph, lib, params = relay.build(...)``: the classic triple (graph JSON, the
+        compiled library, the parameters as NDArrays)."""
+        return iter((self.get_graph_json(), self.lib, self.get_params()))
+
     def __getitem__(self, name: str):
         if name != self.plan.get("mod_name", "default"):
             raise KeyError(f"factory module has no function {name!r}")
@@ -122,7 +139,29 @@ def load_module(path) -> GraphExecutorFactoryModule:
         consts = {k: z[k] for k in z.files}
     so = os.path.join(d, "lib.so")
     lib = _load_lib(so) if os.path.exists(so) else None
-    return GraphExecutorFactoryModule(plan, lib, consts)
+    factory = GraphExecutorFactoryModule(plan, lib, consts)
+    # the library stays loaded from d (its path is kept for re-export): remove d with it
+    weakref.finalize(factory, shutil.rmtree, d, True)
+    return factory
+
+
+def save_param_dict(params: dict) -> bytes:
+    """``relay.save_param_dict``: parameters (name -> NDArray or numpy array) as bytes."""
+    buf = io.BytesIO()
+    np.savez(buf, **{k: v.numpy() if isinstance(v, NDArray) else np.asarray(v)
+                     for k, v in params.items()})
+    return buf.getvalue()
+
+
+def load_param_dict(data: bytes | bytearray) -> dict:
+    """``relay.load_param_dict``: what :func:`save_param_dict` wrote, as NDArrays."""
+    try:
+        with np.load(io.BytesIO(bytes(data))) as z:
+            return {k: nd.array(z[k]) for k in z.files}
+    except (ValueError, OSError) as e:
+        from kiln.errors import TVMError
+
+        raise TVMError(f"load_param_dict: not a kiln parameter blob ({e})") from None
 
 
 class GraphModule:
@@ -138,9 +177,14 @@ class GraphModule:
         store = [nd.empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
         self._arrays: list[NDArray] = []
         self._inputs: dict[str, NDArray] = {}
+        self._params: dict[str, NDArray] = {}
         for t in plan["tensors"]:
-            if "const" in t:
+            if "const" in t and t["const"] in module.consts:
                 a = nd.array(np.ascontiguousarray(module.consts[t["const"]]), self.dev)
+                self._params[t["const"]] = a
+            elif "const" in t:  # a graph JSON without its parameters: set_input/load_params
+                a = nd.empty(t["shape"], t["dtype"], self.dev)
+                self._params[t["const"]] = a
             elif "storage" in t:
                 a = _view(store[t["storage"]], t["shape"], t["dtype"])
             else:
@@ -165,6 +209,12 @@ class GraphModule:
         for k, v in params.items():
             if k in self._inputs:
                 self.set_input(k, v)
+            elif k in self._params:
+                self._params[k].copyfrom(v.numpy() if isinstance(v, NDArray) else v)
+
+    def load_params(self, data: bytes | bytearray) -> None:
+        """Set the parameters from :func:`save_param_dict`'s bytes."""
+        self.set_input(**load_param_dict(data))
 
     def run(self, **inputs) -> None:
         if inputs:
@@ -217,10 +267,23 @@ class GraphModule:
 
 
 def create(graph_json_or_factory, lib=None, device=None) -> GraphModule:
-    """``graph_runtime.create(factory_or_graph_json, lib, dev)``."""
+    """``graph_runtime.create(factory_or_graph_json, lib, dev)``: from the module
+    ``relay.build`` returned, or from its graph JSON and compiled library (the parameters then
+    come with ``set_input(**params)`` or ``load_params``)."""
     if isinstance(graph_json_or_factory, GraphExecutorFactoryModule):
         return GraphModule(graph_json_or_factory, device)
     if isinstance(lib, GraphExecutorFactoryModule):
         return GraphModule(lib, device)
-    raise NotImplementedError("graph_runtime.create: pass the module relay.build returned "
-                              "(a graph JSON with separate params is not supported yet)")
+    from kiln.errors import TVMError
+
+    try:
+        plan = json.loads(graph_json_or_factory)
+    except (TypeError, ValueError):
+        raise TVMError("graph_runtime.create: the first argument must be the graph JSON "
+                       "relay.build returned (or the built module itself)") from None
+    if not isinstance(plan, dict) or "steps" not in plan or "tensors" not in plan:
+        raise TVMError("graph_runtime.create: this JSON is not a kiln execution graph")
+    if lib is None or not hasattr(lib, "get_function"):
+        raise TVMError("graph_runtime.create: the compiled library (relay.build's second "
+                       "result, or runtime.load_module of its export) is required")
+    return GraphModule(GraphExecutorFactoryModule(plan, lib, {}), device)

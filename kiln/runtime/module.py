@@ -310,8 +310,12 @@ class Module:
         """A function that times ``func_name`` on its arguments: after one warm-up call, each
         of ``repeat`` measurements runs the function ``number`` times and records the mean;
         with ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
-        ``ctx=`` is accepted for the book's spelling of ``dev``."""
+        ``ctx=`` is accepted for the book's spelling of ``dev``; with neither, ``cpu(0)``."""
         dev = dev if dev is not None else ctx
+        if dev is None:
+            from .device import cpu
+
+            dev = cpu(0)
         func = self.get_function(func_name, query_imports=True)
         if repeat < 1 or number < 1:
             raise ValueError("time_evaluator: number and repeat must be >= 1")
