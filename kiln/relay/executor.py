@@ -168,6 +168,12 @@ class GraphModule:
     """``GraphModule(lib["default"](dev))`` or ``graph_runtime.create``: set_input / run /
     get_output."""
 
+    def __new__(cls, module=None, dev=None):
+        # a graph module already running on an RPC server (remote_mod["default"](ctx))
+        if module.__class__.__name__ == "RemoteGraphModule":
+            return module
+        return super().__new__(cls)
+
     def __init__(self, module, dev=None) -> None:
         if isinstance(module, GraphModule):
             module = module.factory

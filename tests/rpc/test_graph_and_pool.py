@@ -37,6 +37,9 @@ def test_relay_model_runs_remotely(remote, relay_model):
     remote_lib = remote.load_module("model.tar")
     assert remote_lib.type_key == "GraphExecutorFactory"
     remote_rt = remote_lib["default"](remote.cpu())
+    from kiln.contrib import graph_executor
+
+    assert graph_executor.GraphModule(remote_rt) is remote_rt  # TVM's wrapping, remotely too
     remote_rt.set_input(**params)
     remote_rt.run(**{name: tvm.nd.array(x)})
     scores = remote_rt.get_output(0)
