@@ -150,7 +150,12 @@ def _rng(*key) -> np.random.Generator:
 
 
 def _normal(rng, shape) -> np.ndarray:
-    return rng.standard_normal(shape).astype("float32")
+    """Random float32 data in [-1, 1) (uniform: ~10x faster to draw than normal for the
+    2^25 and 8192² arrays)."""
+    x = rng.random(shape, dtype=np.float32)
+    x *= 2.0
+    x -= 1.0
+    return x
 
 
 # --- the convolution references (float64 truth, numpy and torch statements) -------------
@@ -361,7 +366,7 @@ def batch_norm_case(c: int, n: int, variant: str) -> Callable[[], Prepared]:
         rng = _rng("bn", c, n)
         x = _normal(rng, (c, n, n))
         mean, gamma, beta = (_normal(rng, (c, 1, 1)) for _ in range(3))
-        var = np.abs(1.0 + _normal(rng, (c, 1, 1))).astype("float32")
+        var = (0.1 + np.abs(1.0 + _normal(rng, (c, 1, 1)))).astype("float32")
         arrays = _nd(x, mean, var, gamma, beta, np.empty((c, n, n), "float32"))
         env = {"mod": mod, "args": arrays, "x": x, "mean": mean, "var": var, "gamma": gamma,
                "beta": beta, "np": np}
@@ -800,8 +805,8 @@ def settings(quick: bool) -> dict[str, Any]:
         cfg.update(case_budget_s=0.25, min_repeat=3, max_repeat=5, min_time=0.01,
                    blas_min_time=0.03, blas_max_repeat=3, blas_settle_s=0.1)
     else:
-        cfg.update(case_budget_s=1.5, min_repeat=3, max_repeat=15, min_time=0.03,
-                   blas_min_time=0.1, blas_max_repeat=7, blas_settle_s=0.1)
+        cfg.update(case_budget_s=1.0, min_repeat=3, max_repeat=11, min_time=0.03,
+                   blas_min_time=0.1, blas_max_repeat=5, blas_settle_s=0.1)
     return cfg
 
 
