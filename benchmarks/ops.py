@@ -581,8 +581,8 @@ def all_cases() -> list[Case]:
     for c, n in RESNET_DEPTHWISE:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * n * n * 9,
                  resnet_depthwise_case(c, n),
-                 "examples/cpu/layers.py depthwise (topi.x86 depthwise_conv2d_NCHWc, pad block "
-                 "unrolled)",
+                 "examples/cpu/layers.py depthwise (topi compute; parallel per channel block, "
+                 "padding inside)",
                  goal=("torch", 1.5), quick=c == 256))
     g = _title("pool_resnet", "ResNet-18 pooling 64@112², 3x3, stride 2, pad 1 (NCHW16c, "
                               "layout conversion not timed), GB/s: input + output")
