@@ -118,7 +118,7 @@ def settings(quick: bool) -> dict[str, Any]:
     if quick:
         cfg.update(gemm_repeat=3, gemm_min_time=0.2, sizes_1thread=[1024])
     else:
-        cfg.update(gemm_repeat=7, gemm_min_time=0.4, sizes_1thread=[256, 512, 1024, 2048])
+        cfg.update(gemm_repeat=7, gemm_min_time=0.4, sizes_1thread=[1024, 2048])
     return cfg
 
 

@@ -121,37 +121,41 @@ def make_conv1d_cpu_scheduler_optimized(M, N, factor=8):
 
 
 def conv1d_toeplitz(M, N, vl=16, rows=8):
-    """The convolution as a matrix product: ``A, W, A_Pad, WT, Bt, B``.
+    """The convolution as a matrix product: ``A, W, Pad, WT, Bt, B``.
 
-    Output ``n = vl * p + l`` (block p, lane l) is ``sum_m A_Pad[vl*p + m] * WT[m, l]`` with
-    ``WT[m, l] = W[N-1-(m-l)]`` where ``0 <= m - l < N`` (else 0): WT is W reversed and
-    shifted once per lane, (N + vl - 1) x vl. So ``Bt[p, :] = A_Pad[vl*p : ...] @ WT`` reads
-    WT as aligned vectors and A_Pad one scalar at a time (a broadcast), as a GEMM micro-kernel
-    does; the formulation that loads A_Pad windows as vectors (``A_Pad[n + k]`` for 16
-    consecutive n) needs one unaligned load, crossing a cache line, per multiply-add. It
-    costs (N + vl - 1) / N times the multiply-adds. The blocks are padded to a multiple of
-    ``rows`` (A_Pad has zeros past the end) and ``B[n] = Bt[n // vl, n % vl]``.
+    Convolution commutes, so let ``X`` be the longer of A and W (length ``LX``) and ``K`` the
+    shorter (``LK``). Output ``n = vl * p + l`` (block p, lane l) is
+    ``sum_m Pad[vl*p + m] * WT[m, l]``, where Pad is X with ``LK - 1`` zeros on each side and
+    ``WT[m, l] = K[LK-1-(m-l)]`` where ``0 <= m - l < LK`` (else 0): K reversed and shifted
+    once per lane, (LK + vl - 1) x vl, small enough to stay in cache. So
+    ``Bt[p, :] = Pad[vl*p : ...] @ WT`` reads WT as aligned vectors and Pad one scalar at a
+    time (a broadcast), as a GEMM micro-kernel does; the formulation that loads windows of
+    Pad as vectors (``A_Pad[n + k]`` for 16 consecutive n) needs one unaligned load, crossing
+    a cache line, per multiply-add. It costs (LK + vl - 1) / LK times the multiply-adds. The
+    blocks are padded to a multiple of ``rows`` (Pad has zeros past the end) and
+    ``B[n] = Bt[n // vl, n % vl]``.
     """
     L = M + N - 1
     P = -(-L // vl)
     P = -(-P // rows) * rows
-    T = N + vl - 1
     A = te.placeholder((M,), name="A")
     W = te.placeholder((N,), name="W")
-    A_Pad = te.compute(
+    (X, LX), (K, LK) = ((A, M), (W, N)) if M >= N else ((W, N), (A, M))
+    T = LK + vl - 1
+    Pad = te.compute(
         (vl * (P - 1) + T,),
-        lambda i: te.if_then_else(te.any(i < N - 1, i >= L), 0.0, A[i - (N - 1)]),
-        name="A_Pad")
+        lambda i: te.if_then_else(te.any(i < LK - 1, i >= L), 0.0, X[i - (LK - 1)]),
+        name="A_Pad" if X is A else "W_Pad")
     WT = te.compute(
         (T, vl),
-        lambda m, lane: te.if_then_else(te.all(m - lane >= 0, m - lane < N),
-                                        W[N - 1 - m + lane], 0.0),
-        name="WT")
+        lambda m, lane: te.if_then_else(te.all(m - lane >= 0, m - lane < LK),
+                                        K[LK - 1 - m + lane], 0.0),
+        name="WT" if K is W else "AT")
     m = te.reduce_axis((0, T), "m")
-    Bt = te.compute((P, vl), lambda p, lane: te.sum(A_Pad[vl * p + m] * WT[m, lane], axis=m),
+    Bt = te.compute((P, vl), lambda p, lane: te.sum(Pad[vl * p + m] * WT[m, lane], axis=m),
                     name="Bt")
     B = te.compute((L,), lambda n: Bt[n // vl, n % vl], name="B")
-    return A, W, A_Pad, WT, Bt, B
+    return A, W, Pad, WT, Bt, B
 
 
 def make_conv1d_cpu_scheduler_toeplitz(M, N, factor=4, vl=16, rows=8, min_parallel=1 << 21):
@@ -160,12 +164,12 @@ def make_conv1d_cpu_scheduler_toeplitz(M, N, factor=4, vl=16, rows=8, min_parall
     block, in registers), the reduction split by ``factor`` and unrolled; the blocks run in
     parallel when there are at least ``min_parallel`` multiply-adds (below that, waking a
     second thread costs more than it saves: at M=4096, N=128 the call takes ~10 us)."""
-    A, W, A_Pad, WT, Bt, B = conv1d_toeplitz(M, N, vl, rows)
+    A, W, _, _, Bt, B = conv1d_toeplitz(M, N, vl, rows)
     s = te.create_schedule(B.op)
     xo, xi = s[B].split(B.op.axis[0], factor=rows * vl)
     _, lane = s[B].split(xi, factor=vl)
     s[B].vectorize(lane)
-    if (M + N - 1) * (N + vl - 1) >= min_parallel:
+    if (M + N - 1) * (min(M, N) + vl - 1) >= min_parallel:
         s[B].parallel(xo)
     s[Bt].compute_at(s[B], xo)
     p, lane = Bt.op.axis
