@@ -172,3 +172,21 @@ def test_float64_graph_keeps_its_dtype():
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, np.maximum(ref.conv2d_nchw(xv, w.value, 1, 1, 1), 0),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_block_to_block_conversion_is_one_transform():
+    """A tensor packed in one block and needed in another gets a single
+    NCHW{a}c -> NCHW{b}c layout_transform (cached: asked twice, made once)."""
+    from kiln.relay.alter_layout import _Packer
+    from kiln.relay.graph import call, input_node
+
+    x = input_node("x", (1, 32, 4, 4))
+    p = _Packer()
+    p.put(x, x, 0)
+    packed = p.get(x, 8)
+    assert packed.op == "layout_transform" and packed.shape == (1, 4, 4, 4, 8)
+    relu = call("relu", [x])
+    p.put(relu, call("relu", [packed]), 8)
+    t = p.get(relu, 16)
+    assert (t.attrs["src_layout"], t.attrs["dst_layout"]) == ("NCHW8c", "NCHW16c")
+    assert t.shape == (1, 2, 4, 4, 16) and t.layout == "NCHW16c" and p.get(relu, 16) is t
