@@ -17,7 +17,8 @@ What the pass guarantees:
   multiply, divide, bias add), max / average pooling and global average pooling run in the
   layout of their blocked input; a per-channel constant operand ``[C, 1, 1]`` is packed to
   ``[C/b, 1, 1, b]``, a scalar one kept; a second tensor operand in another layout gets a
-  ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel);
+  ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel); a channel concatenation
+  of packed tensors concatenates the chunk axis when the block divides every input;
 * any other operator (flatten, reshape, dense, softmax, grouped convolutions ...) and every
   graph output read ``NCHW``: a ``layout_transform`` back is inserted once per tensor.
 
@@ -199,6 +200,22 @@ def _pool(p: _Packer, n: Node) -> bool:
     return True
 
 
+def _concat(p: _Packer, n: Node) -> bool:
+    """Channel concatenation of packed tensors: a concatenation of the chunk axis, in the
+    largest of the inputs' blocks that divides every input's channels (inputs in another
+    block are converted)."""
+    if n.attrs.get("axis") not in (1, -3) or not _is_4d(n) or \
+            not all(_is_4d(i) and not i.is_const for i in n.inputs):
+        return False
+    fits = [b for b in sorted({p.blk(i) for i in n.inputs} - {0}, reverse=True)
+            if all(i.shape[1] % b == 0 for i in n.inputs)]
+    if not fits:
+        return False
+    b = fits[0]
+    p.put(n, call("concatenate", [p.get(i, b) for i in n.inputs], name=n.name, axis=1), b)
+    return True
+
+
 def alter_op_layout(graph: Graph) -> Graph:
     """Run the layout pass on ``graph`` (see the module docstring)."""
     p = _Packer()
@@ -211,6 +228,8 @@ def alter_op_layout(graph: Graph) -> Graph:
         if (n.op in UNARY or n.op in BINARY or n.op == "bias_add") and _elementwise(p, n):
             continue
         if n.op in POOLS and _pool(p, n):
+            continue
+        if n.op == "concatenate" and _concat(p, n):
             continue
         ins = [p.get(i, 0) for i in n.inputs]
         if all(a is b for a, b in zip(ins, n.inputs, strict=True)):

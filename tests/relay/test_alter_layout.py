@@ -190,3 +190,28 @@ def test_block_to_block_conversion_is_one_transform():
     t = p.get(relu, 16)
     assert (t.attrs["src_layout"], t.attrs["dst_layout"]) == ("NCHW8c", "NCHW16c")
     assert t.shape == (1, 2, 4, 4, 16) and t.layout == "NCHW16c" and p.get(relu, 16) is t
+
+
+def concat_model(ca=16, cb=8, hw=6):
+    """Two convs (ca and cb output channels) concatenated on channels, then a conv, and a
+    concatenation with the graph input (3 channels: not packable -> NCHW)."""
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "b"], ["ab"], axis=1),
+             helper.make_node("Relu", ["ab"], ["r"]),
+             helper.make_node("Conv", ["r", "wc"], ["c"]),
+             helper.make_node("Concat", ["c", "x"], ["y"], axis=-3)]
+    inits = [_w("wa", ca, 3, 3, 3), _w("wb", cb, 3, 3, 3), _w("wc", 8, ca + cb, 1, 1)]
+    return _model(nodes, inits, [1, 3, hw, hw], [1, 11, hw, hw])
+
+
+def test_channel_concat_in_nchwc():
+    m = concat_model()
+    lib = _build(m)
+    s = lib.summary
+    # 16 + 8 channels concatenated in the 8-block: the 16-block input's conversion, the
+    # concatenation and the relu are one kernel
+    assert "layout_transform + concatenate + relu  [injective]  -> [1, 3, 6, 6, 8] NCHW8c" in s
+    # in: x to NCHW3c; out: c back to NCHW for the concatenation with x
+    assert s.count("layout_transform") == 3
+    _run_and_check(m, lib)
