@@ -215,3 +215,23 @@ def test_channel_concat_in_nchwc():
     # in: x to NCHW3c; out: c back to NCHW for the concatenation with x
     assert s.count("layout_transform") == 3
     _run_and_check(m, lib)
+
+
+def se_block(c=16, hw=6):
+    """Squeeze-and-excitation: the [1, C, 1, 1] gate multiplies the packed feature map."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["r0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["r0"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["g1"]),
+             helper.make_node("Sigmoid", ["g1"], ["s"]),
+             helper.make_node("Mul", ["r", "s"], ["y"])]
+    return _model(nodes, [_w("w0", c, 3, 3, 3), _w("w1", c, c, 1, 1)], [1, 3, hw, hw],
+                  [1, c, hw, hw])
+
+
+def test_squeeze_excitation_gate_stays_packed():
+    m = se_block()
+    lib = _build(m)
+    assert lib.summary.count("layout_transform") == 2  # only in and out
+    assert "sigmoid + multiply  [complex-out-fusable]  -> [1, 1, 6, 6, 16] NCHW16c" in lib.summary
+    _run_and_check(m, lib)
