@@ -16,13 +16,18 @@ What the pass guarantees:
 * elementwise / broadcast operators (relu, clip, sigmoid, tanh, leaky relu, add, subtract,
   multiply, divide, bias add), max / average pooling and global average pooling run in the
   layout of their blocked input; a per-channel constant operand ``[C, 1, 1]`` is packed to
-  ``[C/b, 1, 1, b]``, a scalar one kept; a second tensor operand in another layout gets a
-  ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel);
+  ``[C/b, 1, 1, b]``, a scalar one kept; a second tensor operand of the same channels
+  (full size, or broadcast over N/H/W like a squeeze-and-excitation gate ``[N, C, 1, 1]``)
+  in another layout gets a ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel);
+  a channel concatenation of packed tensors concatenates the chunk axis in the largest of
+  the inputs' blocks that divides every input's channels;
 * any other operator (flatten, reshape, dense, softmax, grouped convolutions ...) and every
   graph output read ``NCHW``: a ``layout_transform`` back is inserted once per tensor.
 
 Results are unchanged up to float rounding (only the order of the reduction over input
-channels changes).
+channels changes) for finite inputs; the packed convolutions pad branch-free
+(``topi.nn.pad_masked``), so an ``inf``/``nan`` on a feature map's edge gives ``nan``
+instead of ``inf`` in the outputs whose window reads it.
 """
 
 from __future__ import annotations
@@ -179,8 +184,9 @@ def _elementwise(p: _Packer, n: Node) -> bool:
             if packed is None:
                 return False
             ins.append(const(packed.astype(v.dtype), f"{i.name}_{layout_name(b)}"))
-        elif tuple(i.shape) == tuple(n.shape):
-            ins.append(p.get(i, b))
+        elif _is_4d(i) and i.shape[1] == c and all(
+                d in (1, e) for d, e in zip(i.shape, n.shape, strict=True)):
+            ins.append(p.get(i, b))  # same shape, or broadcast over N/H/W (SE gates)
         else:
             return False
     op = "add" if n.op == "bias_add" else n.op
@@ -199,6 +205,22 @@ def _pool(p: _Packer, n: Node) -> bool:
     return True
 
 
+def _concat(p: _Packer, n: Node) -> bool:
+    """Channel concatenation of packed tensors: a concatenation of the chunk axis, in the
+    largest of the inputs' blocks that divides every input's channels (inputs in another
+    block are converted)."""
+    if n.attrs.get("axis") not in (1, -3) or not _is_4d(n) or \
+            not all(_is_4d(i) and not i.is_const for i in n.inputs):
+        return False
+    fits = [b for b in sorted({p.blk(i) for i in n.inputs} - {0}, reverse=True)
+            if all(i.shape[1] % b == 0 for i in n.inputs)]
+    if not fits:
+        return False
+    b = fits[0]
+    p.put(n, call("concatenate", [p.get(i, b) for i in n.inputs], name=n.name, axis=1), b)
+    return True
+
+
 def alter_op_layout(graph: Graph) -> Graph:
     """Run the layout pass on ``graph`` (see the module docstring)."""
     p = _Packer()
@@ -211,6 +233,8 @@ def alter_op_layout(graph: Graph) -> Graph:
         if (n.op in UNARY or n.op in BINARY or n.op == "bias_add") and _elementwise(p, n):
             continue
         if n.op in POOLS and _pool(p, n):
+            continue
+        if n.op == "concatenate" and _concat(p, n):
             continue
         ins = [p.get(i, 0) for i in n.inputs]
         if all(a is b for a, b in zip(ins, n.inputs, strict=True)):

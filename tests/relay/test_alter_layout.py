@@ -172,3 +172,66 @@ def test_float64_graph_keeps_its_dtype():
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, np.maximum(ref.conv2d_nchw(xv, w.value, 1, 1, 1), 0),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_block_to_block_conversion_is_one_transform():
+    """A tensor packed in one block and needed in another gets a single
+    NCHW{a}c -> NCHW{b}c layout_transform (cached: asked twice, made once)."""
+    from kiln.relay.alter_layout import _Packer
+    from kiln.relay.graph import call, input_node
+
+    x = input_node("x", (1, 32, 4, 4))
+    p = _Packer()
+    p.put(x, x, 0)
+    packed = p.get(x, 8)
+    assert packed.op == "layout_transform" and packed.shape == (1, 4, 4, 4, 8)
+    relu = call("relu", [x])
+    p.put(relu, call("relu", [packed]), 8)
+    t = p.get(relu, 16)
+    assert (t.attrs["src_layout"], t.attrs["dst_layout"]) == ("NCHW8c", "NCHW16c")
+    assert t.shape == (1, 2, 4, 4, 16) and t.layout == "NCHW16c" and p.get(relu, 16) is t
+
+
+def concat_model(ca=16, cb=8, hw=6):
+    """Two convs (ca and cb output channels) concatenated on channels, then a conv, and a
+    concatenation with the graph input (3 channels: not packable -> NCHW)."""
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "b"], ["ab"], axis=1),
+             helper.make_node("Relu", ["ab"], ["r"]),
+             helper.make_node("Conv", ["r", "wc"], ["c"]),
+             helper.make_node("Concat", ["c", "x"], ["y"], axis=-3)]
+    inits = [_w("wa", ca, 3, 3, 3), _w("wb", cb, 3, 3, 3), _w("wc", 8, ca + cb, 1, 1)]
+    return _model(nodes, inits, [1, 3, hw, hw], [1, 11, hw, hw])
+
+
+def test_channel_concat_in_nchwc():
+    m = concat_model()
+    lib = _build(m)
+    s = lib.summary
+    # 16 + 8 channels concatenated in the 8-block: the 16-block input's conversion, the
+    # concatenation and the relu are one kernel
+    assert "layout_transform + concatenate + relu  [injective]  -> [1, 3, 6, 6, 8] NCHW8c" in s
+    # in: x to NCHW3c; out: c back to NCHW for the concatenation with x
+    assert s.count("layout_transform") == 3
+    _run_and_check(m, lib)
+
+
+def se_block(c=16, hw=6):
+    """Squeeze-and-excitation: the [1, C, 1, 1] gate multiplies the packed feature map."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["r0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["r0"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["g1"]),
+             helper.make_node("Sigmoid", ["g1"], ["s"]),
+             helper.make_node("Mul", ["r", "s"], ["y"])]
+    return _model(nodes, [_w("w0", c, 3, 3, 3), _w("w1", c, c, 1, 1)], [1, 3, hw, hw],
+                  [1, c, hw, hw])
+
+
+def test_squeeze_excitation_gate_stays_packed():
+    m = se_block()
+    lib = _build(m)
+    assert lib.summary.count("layout_transform") == 2  # only in and out
+    assert "sigmoid + multiply  [complex-out-fusable]  -> [1, 1, 6, 6, 16] NCHW16c" in lib.summary
+    _run_and_check(m, lib)

@@ -90,11 +90,33 @@ def test_max_pool_has_no_padding_stage():
     dilated windows still pad with -inf."""
     from kiln.topi.utils import all_ops
 
-    X = te.placeholder((1, 4, 12, 12), name="X")
-    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 1, 1, "max")])}
+    X = te.placeholder((1, 1, 12, 12, 4), name="X")
+    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 1, 1, "max",
+                                                       layout="NCHW4c")])}
     assert "PaddedInput" not in names
-    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 2, 1, "max")])}
+    names = {op.name for op in all_ops([topi.nn.pool2d(X, 3, 2, 2, 1, "max",
+                                                       layout="NCHW4c")])}
     assert "PaddedInput" in names
+    # NCHW (W innermost, vectorized): keeps its padding stage
+    X2 = te.placeholder((1, 4, 12, 12), name="X2")
+    names = {op.name for op in all_ops([topi.nn.pool2d(X2, 3, 2, 1, 1, "max")])}
+    assert "PaddedInput" in names
+
+
+@pytest.mark.parametrize("shape, k, s, d, p, ceil", [
+    ((1, 3, 10, 7), 3, 2, 1, (1, 0, 1, 0), True),
+    ((1, 2, 9, 8), 3, 3, 1, (2, 2, 2, 2), True),
+    ((1, 2, 6, 6), 2, 1, 1, (1, 1, 0, 0), False),
+    ((1, 4, 12, 12), 3, 2, 1, (1, 1, 1, 1), False),
+])
+def test_max_pool_clamped_packed(shape, k, s, d, p, ceil):
+    """Packed (NCHW4c) max pooling with clamped reads, against the NCHW reference."""
+    x = randn(shape, 14)
+    xp = np.ascontiguousarray(np.pad(x, [(0, 0), (0, (-shape[1]) % 4), (0, 0), (0, 0)]))
+    X = te.placeholder(ref.pack_nchwc(xp, 4).shape, name="X")
+    Y = topi.nn.pool2d(X, k, s, d, p, "max", ceil_mode=ceil, layout="NCHW4c")
+    expected = ref.pool2d_nchw(xp, k, s, d, p, "max", ceil)
+    check("schedule_pool", Y, [X], [ref.pack_nchwc(xp, 4)], ref.pack_nchwc(expected, 4))
 
 
 def test_pool_nchwc_and_nhwc_layouts():
