@@ -57,6 +57,19 @@ _RESERVED = {"int", "float", "double", "char", "for", "if", "else", "while", "re
              "restrict", "typedef", "enum"}
 
 
+def _compared_dtype(c) -> str:
+    """The dtype of the vectors that a lane condition compares (the first comparison's)."""
+    if isinstance(c, E.And | E.Or):
+        for x in (c.a, c.b):
+            if dt.lanes(x.dtype) > 1 and not isinstance(x, E.Broadcast):
+                return _compared_dtype(x)
+    if isinstance(c, E.Not):
+        return _compared_dtype(c.a)
+    if isinstance(c, E.CmpOp):
+        return c.a.dtype
+    raise NotImplementedError(f"C codegen: lane condition {type(c).__name__}")
+
+
 class CSourceWriter:
     """Emit C for the body of one function."""
 
@@ -69,6 +82,8 @@ class CSourceWriter:
         self.in_parallel = 0
         self.var_types: dict[E.Var, str] = {}
         self.tmp = 0
+        # (mask variable, negated) while emitting a branch under a lane condition
+        self.load_mask: tuple[str, bool] | None = None
 
     # ---- helpers ------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -195,21 +210,86 @@ class CSourceWriter:
             self.helpers[fn] = f"static inline {t} {fn}({t} a, {t} b) {{ {body} }}"
         return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
 
-    def _blend_text(self, dtype: str, mask: str, a: str, b: str) -> str:
+    def _blend_text(self, dtype: str, mask: str, a: str, b: str,
+                    mask_type: str | None = None) -> str:
         """C for the lane-wise ``mask ? a : b`` of vectors of ``dtype``; ``mask`` is a GCC
-        vector comparison (lanes all ones or all zeros, as signed integers of the same
-        width). Evaluates ``a`` and ``b`` in full."""
+        vector comparison (lanes all ones or all zeros, as signed integers; of type
+        ``mask_type``, by default the width of ``dtype``). Evaluates ``a`` and ``b`` in
+        full."""
         t = self.need_vector(dtype)
         it = self.need_vector(mask_dtype(dtype))
+        if mask_type is not None and mask_type != it:
+            mask = f"__builtin_convertvector({mask}, {it})"
         if it == t:
             return f"(({mask}) & ({a})) | (~({mask}) & ({b}))"
         return (f"({t})((({mask}) & ({it})({a})) | (~({mask}) & ({it})({b})))")
 
     def e_Select(self, e: E.Select) -> str:
-        if dt.lanes(e.dtype) > 1:
-            raise NotImplementedError("vector select")
+        if dt.lanes(e.condition.dtype) > 1:
+            m, mt = self._mask(e.condition)
+            mv = self.fresh("m")
+            blend = self._blend_text(e.dtype, mv, self.expr(e.true_value),
+                                     self.expr(e.false_value), mt)
+            return f"({{ {mt} {mv} = {m}; {blend}; }})"
+        # a uniform condition chooses between two scalars or two whole vectors
         return (f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : "
                 f"{self.expr(e.false_value)})")
+
+    # ---- lane masks (vector conditions) ---------------------------------------------------
+    def _mask(self, c) -> tuple[str, str]:
+        """C text and type of the lane mask of the vector condition ``c``: comparisons of
+        vectors (one element width, as kiln.tir.vectorize checks), and/or/not, broadcast
+        scalars. Each lane is all ones (true) or zeros."""
+        mt = self.need_vector(mask_dtype(_compared_dtype(c)))
+        return self._mask_text(c, mt), mt
+
+    def _mask_text(self, c, mt: str) -> str:
+        if isinstance(c, E.And | E.Or):
+            op = "&" if isinstance(c, E.And) else "|"
+            return f"({self._mask_text(c.a, mt)} {op} {self._mask_text(c.b, mt)})"
+        if isinstance(c, E.Not):
+            return f"(~{self._mask_text(c.a, mt)})"
+        if isinstance(c, E.Broadcast):
+            x = self.fresh("c")
+            lanes = ", ".join([x] * c.lanes)
+            return f"({{ int64_t {x} = -(int64_t)({self.expr(c.value)}); ({mt}){{{lanes}}}; }})"
+        if isinstance(c, E.CmpOp):
+            return self._binary(c, _BIN[type(c)])
+        raise NotImplementedError(f"C codegen: lane condition {type(c).__name__}")
+
+    def _lane_test_helper(self, mt: str, which: str) -> str:
+        fn = f"kiln_{which}_{mt}"
+        if fn not in self.helpers:
+            # an and/or reduction without branches (no if-conversion needed to vectorize it)
+            op, init, test = ("&", "-1", "r != 0") if which == "all" else ("|", "0", "r == 0")
+            lanes = int(mt.rsplit("x", 1)[1])
+            self.helpers[fn] = (f"static inline int {fn}({mt} m) {{ int64_t r = {init}; "
+                                f"for (int k = 0; k < {lanes}; ++k) r {op}= m[k]; "
+                                f"return {test}; }}")
+        return fn
+
+    def _masked_if_then_else(self, e: E.Call) -> str:
+        """``if_then_else`` with a lane condition: when all lanes (or none) take the true
+        branch only that branch is evaluated, in full; otherwise each branch reads memory
+        only in the lanes that take it, and the results are blended."""
+        c, a, b = e.args
+        m, mt = self._mask(c)
+        mv, rv = self.fresh("m"), self.fresh("r")
+        t = self.need_vector(e.dtype)
+        full_a, full_b = self.expr(a), self.expr(b)
+        saved = self.load_mask
+        try:
+            self.load_mask = (mv, False)
+            part_a = self.expr(a)
+            self.load_mask = (mv, True)
+            part_b = self.expr(b)
+        finally:
+            self.load_mask = saved
+        blend = self._blend_text(e.dtype, mv, part_a, part_b, mt)
+        all_fn = self._lane_test_helper(mt, "all")
+        none_fn = self._lane_test_helper(mt, "none")
+        return (f"({{ {mt} {mv} = {m}; {t} {rv}; if ({all_fn}({mv})) {rv} = {full_a}; "
+                f"else if ({none_fn}({mv})) {rv} = {full_b}; else {rv} = {blend}; {rv}; }})")
 
     def e_Let(self, e: E.Let) -> str:
         name = self.names.get(e.var)
@@ -239,10 +319,23 @@ class CSourceWriter:
         if dt.lanes(e.dtype) == 1:
             return f"{buf}[{self.expr(e.index)}]"
         idx = e.index
+        if self.load_mask is not None:
+            return self._masked_gather(e, buf)
         if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.IntImm) and idx.stride.value == 1:
             self.need_vector(e.dtype)
             return f"(*({vector_name(e.dtype)}_u*)({buf} + {self.expr(idx.base)}))"
         return self._gather(e, buf)
+
+    def _masked_gather(self, e: E.Load, buf: str) -> str:
+        """Read only the lanes the current lane mask selects (zero elsewhere)."""
+        t = self.need_vector(e.dtype)
+        it = self.need_vector(e.index.dtype)
+        ix = self.fresh("ix")
+        mv, negate = self.load_mask
+        zero = f"({c_scalar(e.dtype)})0"
+        lanes = ", ".join(f"({'!' if negate else ''}{mv}[{k}] ? {buf}[{ix}[{k}]] : {zero})"
+                          for k in range(dt.lanes(e.dtype)))
+        return f"({{ {it} {ix} = {self.expr(e.index)}; ({t}){{{lanes}}}; }})"
 
     def _gather(self, e: E.Load, buf: str) -> str:
         t = self.need_vector(e.dtype)
@@ -256,7 +349,9 @@ class CSourceWriter:
 
     def e_Call(self, e: E.Call) -> str:
         op, args = e.op, e.args
-        if dt.lanes(e.dtype) > 1 and op not in ("likely",):
+        if op == "tvm_if_then_else" and dt.lanes(args[0].dtype) > 1:
+            return self._masked_if_then_else(e)
+        if dt.lanes(e.dtype) > 1 and op not in ("likely", "tvm_if_then_else"):
             raise NotImplementedError(f"vector call {op}")
         if op == "tvm_if_then_else":
             c, a, b = (self.expr(x) for x in args)

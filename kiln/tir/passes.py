@@ -13,7 +13,7 @@ from .partition_conditions import partition_conditions
 from .remove_no_op import remove_no_op
 from .storage_flatten import storage_flatten
 from .unroll import auto_unroll
-from .vectorize import vectorize
+from .vectorize import vectorize, vectorize_lane_masks
 
 
 def simplify(stmt):
@@ -36,6 +36,7 @@ PIPELINE = [
 #: PIPELINE: target-specific lowering that the printed loop program does not show.
 C_PIPELINE = [
     ("partition_conditions", partition_conditions),
+    ("vectorize_lane_masks", vectorize_lane_masks),
     ("simplify", simplify),
     ("lower_divmod", lower_divmod),
 ]

@@ -2,11 +2,22 @@
 
 The loop variable is replaced by ``ramp(0, 1, n)``; loads at affine indices become vector
 loads, scalars meeting vectors become ``xN(...)`` broadcasts, and stores write whole vectors.
+Conditions: ``if_then_else(c, a, b)`` and ``select(c, a, b)`` whose condition ``c`` does not
+depend on the vectorized loop (padding in the NCHWc layout, where the loop is the channel
+block) become one test choosing between two vectors. A condition on the lane
+(``ramp(...) >= 1``) is vectorized only with ``lane_masks=True``, which ``kiln.build`` uses
+for the C backend (TVM scalarizes these, and so does ``kiln.lower``'s printout): the
+condition becomes a vector of lane masks, ``select`` blends both vectors, and
+``if_then_else`` evaluates a branch only in the lanes that take it (the C code tests whether
+all lanes, or none, take it, and reads memory lane by lane otherwise), so nothing is read
+that the scalar loop would not read. Lane conditions must compare vectors of one element
+width, and their branches may not divide integers or call functions (these may trap in an
+unused lane) nor hold another lane condition.
+
 Guarantee: the result computes the same values as the scalar loop. When the body holds
-something this pass cannot express as vectors (an inner loop, a condition on the lane, a
-math call, a non-constant extent, a lane count that is not a power of two — the C
-vector extensions need one), the loop is kept as a scalar loop (as TVM does), which the
-C compiler may still vectorize.
+something this pass cannot express as vectors (an inner loop, a math call, a non-constant
+extent, a lane count that is not a power of two — the C vector extensions need one), the
+loop is kept as a scalar loop (as TVM does), which the C compiler may still vectorize.
 """
 
 from __future__ import annotations
@@ -26,10 +37,12 @@ class _CannotVectorize(Exception):
 class _Vectorizer(Mutator):
     """Rewrite one loop body with ``var`` as a ramp of ``lanes`` lanes."""
 
-    def __init__(self, var: E.Var, lanes: int):
+    def __init__(self, var: E.Var, lanes: int, lane_masks: bool = False):
         super().__init__()
         self.var = var
         self.lanes = lanes
+        self.lane_masks = lane_masks
+        self.in_condition = False
         self.ramp = E.Ramp(E.IntImm(var.dtype, 0), E.IntImm(var.dtype, 1), lanes)
 
     # expressions ---------------------------------------------------------------------------
@@ -68,8 +81,70 @@ class _Vectorizer(Mutator):
         return new
 
     visit_Mod = visit_FloorDiv = visit_FloorMod = _scalar_only
-    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _scalar_only
-    visit_And = visit_Or = visit_Not = visit_Select = visit_Call = visit_Let = _scalar_only
+    visit_Let = _scalar_only
+
+    # conditions ---------------------------------------------------------------------------
+    def _compare(self, node):
+        a, b = self.visit(node.a), self.visit(node.b)
+        if dt.lanes(a.dtype) == 1 and dt.lanes(b.dtype) == 1:
+            return node if a is node.a and b is node.b else rebuild(node, a=a, b=b)
+        if not self.in_condition:
+            raise _CannotVectorize("vector comparison or logic outside a condition")
+        return type(node)(self._widen(a), self._widen(b))
+
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
+
+    visit_And = visit_Or = _compare
+
+    def visit_Not(self, node):
+        a = self.visit(node.a)
+        if dt.lanes(a.dtype) > 1 and not self.in_condition:
+            raise _CannotVectorize("vector logic outside a condition")
+        return node if a is node.a else E.Not(a)
+
+    def _condition(self, c: E.PrimExpr) -> E.PrimExpr:
+        """The condition vectorized: scalar when uniform across the lanes, else a checked
+        vector of lane masks (only with ``lane_masks``)."""
+        saved, self.in_condition = self.in_condition, self.lane_masks
+        try:
+            new = self.visit(c)
+        finally:
+            self.in_condition = saved
+        if dt.lanes(new.dtype) > 1:
+            _check_lane_condition(new)
+        return new
+
+    def _branches(self, node, a, b):
+        ta, tb = self.visit(a), self.visit(b)
+        if dt.lanes(ta.dtype) == 1 and dt.lanes(tb.dtype) == 1:
+            return None
+        return self._widen(ta), self._widen(tb)
+
+    def visit_Select(self, node):
+        c = self._condition(node.condition)
+        br = self._branches(node, node.true_value, node.false_value)
+        if br is None and dt.lanes(c.dtype) == 1:
+            return rebuild(node, condition=c) if c is not node.condition else node
+        a, b = br if br is not None else (self._widen(node.true_value),
+                                          self._widen(node.false_value))
+        return E.Select(c, a, b)
+
+    def _if_then_else(self, node):
+        c = self._condition(node.args[0])
+        br = self._branches(node, node.args[1], node.args[2])
+        if br is None and dt.lanes(c.dtype) == 1:
+            return node if c is node.args[0] else rebuild(node, args=(c,) + node.args[1:])
+        a, b = br if br is not None else (self._widen(node.args[1]),
+                                          self._widen(node.args[2]))
+        if dt.lanes(c.dtype) > 1:
+            _check_masked_branch(a)
+            _check_masked_branch(b)
+        return E.Call(dt.with_lanes(node.dtype, self.lanes), "tvm_if_then_else", [c, a, b])
+
+    def visit_Call(self, node):
+        if node.op == "tvm_if_then_else" and len(node.args) == 3:
+            return self._if_then_else(node)
+        return self._scalar_only(node)
 
     def visit_Cast(self, node):
         v = self.visit(node.value)
@@ -110,6 +185,50 @@ class _Vectorizer(Mutator):
     visit_LetStmt = visit_AssertStmt = visit_Allocate
 
 
+def _check_lane_condition(c: E.PrimExpr) -> None:
+    """A vector condition the C backend can turn into lane masks: comparisons of vectors of
+    one element width, combined by and/or/not, with uniform (broadcast) parts."""
+    widths: set[int] = set()
+
+    def walk(e):
+        if dt.lanes(e.dtype) == 1:
+            return
+        if isinstance(e, E.And | E.Or):
+            walk(e.a)
+            walk(e.b)
+        elif isinstance(e, E.Not):
+            walk(e.a)
+        elif isinstance(e, E.Broadcast) and dt.is_bool(e.value.dtype):
+            pass
+        elif isinstance(e, E.CmpOp) and not dt.is_bool(e.a.dtype):
+            widths.add(dt.bits(e.a.dtype))
+        else:
+            raise _CannotVectorize(f"lane condition {type(e).__name__}")
+
+    walk(c)
+    if len(widths) != 1:
+        raise _CannotVectorize("lane condition compares vectors of different widths")
+
+
+def _check_masked_branch(e: E.PrimExpr) -> None:
+    """A branch evaluated in lanes that do not take it may not trap or hold another lane
+    condition: no integer division, no call, no vector condition."""
+    from kiln.ir.functor import post_order_visit
+
+    bad = []
+
+    def visit(n):
+        if isinstance(n, E.Div | E.Mod | E.FloorDiv | E.FloorMod) and dt.is_integer(n.dtype):
+            bad.append(n)
+        elif isinstance(n, E.Call | E.Let) or (isinstance(n, E.Select | E.CmpOp)
+                                               and dt.lanes(n.dtype) > 1):
+            bad.append(n)
+
+    post_order_visit(e, visit)
+    if bad:
+        raise _CannotVectorize(f"{type(bad[0]).__name__} in a branch under a lane condition")
+
+
 def _is_int(e) -> bool:
     return dt.is_integer(e.dtype) and dt.lanes(e.dtype) == 1
 
@@ -133,6 +252,10 @@ def _stores_in_order_safe(body) -> bool:
 
 
 class _Pass(Mutator):
+    def __init__(self, lane_masks: bool):
+        super().__init__()
+        self.lane_masks = lane_masks
+
     def visit_For(self, node: For):
         body = self.visit(node.body)
         if node.kind != ForKind.VECTORIZED:
@@ -143,12 +266,19 @@ class _Pass(Mutator):
                 and isinstance(node.min, E.IntImm) and node.min.value == 0
                 and _stores_in_order_safe(body)):
             try:
-                return _Vectorizer(node.loop_var, ext.value).visit(body)
+                return _Vectorizer(node.loop_var, ext.value, self.lane_masks).visit(body)
             except (_CannotVectorize, NotImplementedError):
                 pass
         return rebuild(node, body=body)
 
 
-def vectorize(stmt):
-    """Replace each vectorized loop by vector code where possible (see module docstring)."""
-    return _Pass().visit(stmt)
+def vectorize(stmt, lane_masks: bool = False):
+    """Replace each vectorized loop by vector code where possible (see module docstring);
+    ``lane_masks`` also vectorizes conditions that differ between lanes."""
+    return _Pass(lane_masks).visit(stmt)
+
+
+def vectorize_lane_masks(stmt):
+    """``vectorize`` with lane masks: the C backend's second try at the loops still marked
+    vectorized after ``kiln.lower``."""
+    return vectorize(stmt, lane_masks=True)
