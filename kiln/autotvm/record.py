@@ -10,7 +10,7 @@ A line looks like::
 
 ``result`` is ``[costs, error_no, all_cost, timestamp]``; for a failed candidate ``costs``
 holds its error message. ``load_from_file`` yields ``(MeasureInput, MeasureResult)``;
-``pick_best`` keeps the fastest successful record (by its fastest repeat) of each workload.
+``pick_best`` keeps the fastest successful record (by its median repeat) of each workload.
 """
 
 from __future__ import annotations

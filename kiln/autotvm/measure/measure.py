@@ -10,6 +10,7 @@ in ``costs``, never an exception.
 from __future__ import annotations
 
 import enum
+import statistics
 from typing import Any, NamedTuple
 
 __all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "Builder",
@@ -41,8 +42,8 @@ class MeasureInput(NamedTuple):
 class MeasureResult(NamedTuple):
     """Times of one candidate in seconds (``costs``, one per repeat; on error, its
     message), its error number, the seconds the whole measurement took and when it ended
-    (Unix time). Tuners rank candidates by ``cost``, the fastest repeat: on a machine shared
-    with other work it is the estimate least disturbed by that work."""
+    (Unix time). Tuners rank candidates by ``cost``, the median repeat: on a machine shared
+    with other work single repeats were off by up to 2x in both directions."""
 
     costs: tuple
     error_no: int
@@ -55,8 +56,8 @@ class MeasureResult(NamedTuple):
 
     @property
     def cost(self) -> float:
-        """The fastest repeat in seconds (infinity for a failed candidate)."""
-        return min(self.costs) if self.error_no == 0 else float("inf")
+        """The median repeat in seconds (infinity for a failed candidate)."""
+        return statistics.median(self.costs) if self.error_no == 0 else float("inf")
 
 
 class BuildResult(NamedTuple):

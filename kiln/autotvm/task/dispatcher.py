@@ -87,7 +87,7 @@ class ApplyConfig(DispatchContext):
 
 
 class ApplyHistoryBest(DispatchContext):
-    """The best (fastest repeat) successful config per workload from tuning records:
+    """The best (median repeat) successful config per workload from tuning records:
     a log file name, or an iterable of ``(MeasureInput, MeasureResult)``."""
 
     def __init__(self, records) -> None:
