@@ -17,6 +17,7 @@ SUITES: dict[str, str] = {
     "cpu": "benchmarks.cpu",
     "ops": "benchmarks.ops",
     "models": "benchmarks.models",
+    "tuning": "benchmarks.tuning",
     "gpu": "benchmarks.gpu",
 }
 
