@@ -373,15 +373,17 @@ def cmd_tune(args) -> int:
     print(f"{args.model}: {len(tasks)} tuning tasks for {kernels} kernels; budget "
           f"{budget:.0f} s, {args.tuner} tuner, up to {args.trials} trials per task; "
           f"{threads} threads; log {log}{' (appending)' if log.exists() else ''}")
+    best = log.with_name(f"{log.stem}.best{log.suffix or '.json'}")
     start = time.monotonic()
     graph_tuning.tune_tasks(tasks, str(log), budget, tuner=args.tuner, n_trial=args.trials,
-                            early_stopping=args.early_stopping)
-    print(f"tuning took {time.monotonic() - start:.0f} s")
+                            early_stopping=args.early_stopping, best_file=str(best))
+    print(f"tuning took {time.monotonic() - start:.0f} s; every trial in {log}, the verified "
+          f"best config of each task in {best}")
     untuned = compile_model(model, shapes, args.opt_level, args.model)
-    with autotvm.apply_history_best(str(log)):
+    with autotvm.apply_history_best(str(best)):
         tuned = compile_model(model, shapes, args.opt_level, args.model)
     used = sum("(autotvm: " in line for line in tuned.summary.splitlines())
-    print(f"compiled with the log: {used} of {len(tuned.plan['steps'])} kernels use tuned "
+    print(f"compiled with {best}: {used} of {len(tuned.plan['steps'])} kernels use tuned "
           "configs")
     inputs = random_inputs(untuned)
     runs = {"kiln untuned": _graph_module(untuned), "kiln tuned": _graph_module(tuned)}

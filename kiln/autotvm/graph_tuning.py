@@ -7,24 +7,33 @@ of ``0.2 / n_tasks + 0.8 * its share of the model's flops`` (a task's flops coun
 kernel using it), so every task is tried and the heavy convolutions get most of the time;
 time a task leaves unused (early stopping, a small space) goes to the tasks after it.
 
-Every task measures the hand schedule (the template's fallback config) first: the log then
-holds it, and ``apply_history_best`` can only pick a config measured faster, so a tuned
-model is never slower than the untuned one by more than the measurement noise.
+Every task measures the hand schedule (the template's fallback config) first. On a machine
+shared with other work, one measurement of a 2-thread kernel varies up to ~1.7x with the
+load of the moment, so the fastest of a hundred trials is often a config measured in a
+quiet moment rather than a faster one. After its search, each task therefore runs a
+*verification round*: the hand config and the ``verify_top`` fastest configs found are
+measured again, interleaved, ``verify_rounds`` times, and the config with the lowest median
+wins (the hand config when nothing beats it). The winners go to a best-records file (TVM's
+``pick_best`` step): compile with ``autotvm.apply_history_best(best_file)``. The full log
+keeps every trial (the verification measurements included).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 import sys
 import time
 
-from .measure import LocalBuilder, LocalRunner, measure_option
+from . import record
+from .measure import LocalBuilder, LocalRunner, MeasureInput, MeasureResult, measure_option
+from .measure.measure import create_measure_batch
 from .task.relay_integration import extract_from_program
 from .task.space import FallbackConfigEntity
 from .tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner, callback
 
 __all__ = ["parse_budget", "budget_weights", "hand_config_index", "make_tuner",
-           "tune_tasks", "tune_graph", "TUNERS"]
+           "verify_best", "tune_tasks", "tune_graph", "TUNERS"]
 
 TUNERS = ("xgb", "ga", "random", "grid")
 
@@ -120,6 +129,31 @@ def _watch(index: int | None, stats: dict):
     return cb
 
 
+def verify_best(task, candidates, option, rounds: int = 3, log_file=None):
+    """Measure config indices ``candidates`` of ``task`` again, interleaved (the order
+    rotated each round), ``rounds`` times; returns ``(winner record, {index: median
+    seconds})``: the record's costs are the winner's per-round times. Failed measurements
+    count as infinitely slow. Every measurement is appended to ``log_file`` when given."""
+    cands = list(dict.fromkeys(candidates))
+    times: dict[int, list[float]] = {i: [] for i in cands}
+    batch = create_measure_batch(task, option)
+    try:
+        for r in range(rounds):
+            order = cands[r % len(cands):] + cands[:r % len(cands)]
+            inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in order]
+            results = batch(inputs)
+            if log_file is not None:
+                record.save_to_file(zip(inputs, results, strict=True), log_file)
+            for i, res in zip(order, results, strict=True):
+                times[i].append(res.cost)
+    finally:
+        batch.close()
+    med = {i: statistics.median(v) for i, v in times.items()}
+    win = min(cands, key=lambda i: (med[i], cands.index(i)))
+    res = MeasureResult(tuple(times[win]), 0, 0.0, time.time())
+    return (MeasureInput(task.target, task, task.config_space.get(win)), res), med
+
+
 def default_measure_option():
     """Builds on every core, each candidate timed as 3 repeats of at least 20 ms."""
     return measure_option(builder=LocalBuilder(timeout=60),
@@ -140,14 +174,32 @@ def describe_task(task) -> str:
     return " ".join(parts)
 
 
+def _collect(measured: dict):
+    """Keep the fastest cost of every successful config index."""
+    def cb(tuner, inputs, results):
+        for inp, res in zip(inputs, results, strict=True):
+            if res.error_no == 0:
+                measured[inp.config.index] = min(res.cost, measured.get(inp.config.index,
+                                                                        float("inf")))
+    return cb
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s != float("inf") else "failed"
+
+
 def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb",
                n_trial: int = 200, early_stopping: int | None = None, seed: int = 0,
+               best_file=None, verify_top: int = 3, verify_rounds: int = 3,
                stream=None) -> list[dict]:
     """Tune ``tasks`` within ``budget_s`` seconds in all (see the module doc), appending
     every measurement to ``log_file``. At most ``n_trial`` trials per task, stopping a task
-    after ``early_stopping`` trials without improvement. Returns one dict per task (in
-    tuning order): ``task``, ``trials``, ``seconds``, ``best_flops``, ``hand_flops``,
-    ``best_config``."""
+    after ``early_stopping`` trials without improvement; the search of a task stops at 80 %
+    of its share, leaving the rest to its verification round (``verify_top`` = 0: none).
+    The winner of each task is written to ``best_file`` (replaced) when given. Returns one
+    dict per task, in tuning order: ``task``, ``trials``, ``seconds``, ``best_flops`` (of
+    the search), ``best_config`` (the verified winner), ``hand_s`` and ``best_s`` (verified
+    median seconds; None without verification)."""
     if tuner not in TUNERS:
         raise ValueError(f"unknown tuner {tuner!r}; use one of {', '.join(TUNERS)}")
     out = stream or sys.stdout
@@ -156,14 +208,14 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
     order = sorted(range(len(tasks)), key=lambda i: -weights[i])
     end = time.monotonic() + budget_s
     left_weight = sum(weights)
-    report = []
+    report, winners = [], []
     for k, i in enumerate(order):
         task = tasks[i]
         now = time.monotonic()
         share = max(0.0, end - now) * weights[i] / max(left_weight, 1e-12)
         left_weight -= weights[i]
         stats = {"task": task, "trials": 0, "seconds": 0.0, "best_flops": 0.0,
-                 "hand_flops": 0.0, "best_config": None}
+                 "hand_flops": 0.0, "best_config": None, "hand_s": None, "best_s": None}
         report.append(stats)
         prefix = f"[Task {k + 1:2d}/{len(tasks):2d}] "
         if share < 1.0:
@@ -174,26 +226,42 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
         if hand is not None:
             _measure_first(t, hand)
         trials = min(n_trial, len(task.config_space))
-        cbs = [callback.log_to_file(log_file), _watch(hand, stats),
-               callback.progress_bar(trials, prefix=prefix, stream=out),
-               _stop_at(now + share)]
+        measured: dict[int, float] = {}
+        search_end = now + (share * 0.8 if verify_top > 0 else share)
+        cbs = [callback.log_to_file(log_file), _watch(hand, stats), _collect(measured),
+               callback.progress_bar(trials, prefix=prefix, stream=out), _stop_at(search_end)]
         try:
             t.tune(trials, option, early_stopping=early_stopping, callbacks=cbs)
         except _OutOfTime:
             pass
-        stats.update(trials=t.trials_done, seconds=time.monotonic() - now,
-                     best_flops=t.best_flops, best_config=t.best_config)
-        hand_txt = f"hand {stats['hand_flops'] / 1e9:.2f} -> " if stats["hand_flops"] else ""
-        out.write(f"{prefix}{describe_task(task)}: {t.trials_done} trials in "
-                  f"{stats['seconds']:.0f} s, {hand_txt}best {t.best_flops / 1e9:.2f} GFLOPS"
-                  f"{'' if t.best_config is None else f' (config #{t.best_config.index})'}\n")
+        stats.update(trials=t.trials_done, best_flops=t.best_flops, best_config=t.best_config)
+        line = f"{prefix}{describe_task(task)}: {t.trials_done} trials"
+        top = sorted(measured, key=measured.get)[:verify_top]
+        if verify_top > 0 and top:
+            cands = ([hand] if hand is not None else []) + top
+            (inp, res), med = verify_best(task, cands, option, verify_rounds, log_file)
+            winners.append((inp, res))
+            stats.update(best_config=inp.config, best_s=med[inp.config.index],
+                         hand_s=med.get(hand))
+            line += (f"; verified ({verify_rounds} interleaved rounds, median): "
+                     f"hand {_ms(med[hand]) if hand in med else '-'}, best config "
+                     f"#{inp.config.index} {_ms(med[inp.config.index])}")
+            if hand in med and med[inp.config.index] > 0:
+                line += f" ({med[hand] / med[inp.config.index]:.2f}x)"
+        elif t.best_measure_pair is not None:
+            winners.append(t.best_measure_pair)
+            line += f"; best {t.best_flops / 1e9:.2f} GFLOPS (config #{t.best_config.index})"
+        stats["seconds"] = time.monotonic() - now
+        out.write(f"{line}; {stats['seconds']:.0f} s\n")
         out.flush()
+    if best_file is not None:
+        record.save_to_file(winners, best_file, mode="w")
     return report
 
 
 def tune_graph(mod, params, log_file, budget_s: float, target="llvm", ops=None, **kwargs):
     """Extract the tasks of ``mod`` and tune them within ``budget_s`` seconds (keyword
     arguments as :func:`tune_tasks`). Returns ``(tasks, report)``; compile with the result
-    under ``autotvm.apply_history_best(log_file)``."""
+    under ``autotvm.apply_history_best(best_file)`` (or the full log)."""
     tasks = extract_from_program(mod, params, target, ops=ops)
     return tasks, tune_tasks(tasks, log_file, budget_s, **kwargs)

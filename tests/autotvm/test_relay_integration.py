@@ -133,3 +133,101 @@ def test_workload_keys_match_the_log(tmp_path):
     g = alter_op_layout(relay.optimize(mod, params))
     (node,) = [n for n in g.nodes if n.op == "conv2d_NCHWc"]
     assert workload_of(node) == task.workload
+
+
+# ---- the whole-model driver -----------------------------------------------------------
+def test_parse_budget():
+    from kiln.autotvm.graph_tuning import parse_budget
+
+    assert parse_budget("10m") == 600 and parse_budget("90s") == 90
+    assert parse_budget("1h30m") == 5400 and parse_budget("2.5m") == 150
+    assert parse_budget("45") == 45
+    for bad in ("", "ten", "10x", "0", "-1m", "5 5"):
+        with pytest.raises(ValueError, match="budget"):
+            parse_budget(bad)
+
+
+def test_budget_weights_follow_flops():
+    from kiln.autotvm.graph_tuning import budget_weights
+
+    mod, params = _import(testing.depthwise())
+    tasks = autotvm.task.extract_from_program(mod, params, "llvm")
+    w = budget_weights(tasks)
+    assert abs(sum(w) - 1) < 1e-9 and all(x > 0 for x in w)
+    heavy = max(range(len(tasks)), key=lambda i: tasks[i].flop * tasks[i].num_uses)
+    assert w[heavy] == max(w)
+
+
+def test_hand_config_index_is_the_fallback():
+    from kiln.autotvm.graph_tuning import hand_config_index
+
+    mod, params = _import(testing.residual_block())
+    (task,) = autotvm.task.extract_from_program(mod, params, "llvm")
+    idx = hand_config_index(task)
+    s1, args1 = task.instantiate(task.config_space.get(idx))
+    s2, args2 = task.instantiate(autotvm.task.FallbackConfigEntity())
+    assert str(kiln.lower(s1, args1)) == str(kiln.lower(s2, args2))
+
+
+def test_tune_graph_measures_the_hand_schedule_first(tmp_path):
+    import io
+
+    from kiln.autotvm.graph_tuning import hand_config_index
+
+    m = testing.gemm_classifier()
+    mod, params = _import(m)
+    log = tmp_path / "t.json"
+    out = io.StringIO()
+    best = tmp_path / "best.json"
+    tasks, report = autotvm.tune_graph(mod, params, str(log), budget_s=60, n_trial=2,
+                                       tuner="random", option=_option(), stream=out,
+                                       best_file=str(best), verify_top=1, verify_rounds=2)
+    assert len(report) == len(tasks) >= 2
+    records = list(autotvm.record.load_from_file(str(log)))
+    winners = {inp.task.workload: inp.config.index
+               for inp, _ in autotvm.record.load_from_file(str(best))}
+    for task in tasks:
+        mine = [inp.config.index for inp, _ in records if inp.task.workload == task.workload]
+        # the hand config first, a second trial, then 2 rounds of {hand, best of the two}
+        assert mine[0] == hand_config_index(task) and len(mine) in (4, 6)
+        assert winners[task.workload] in mine[:2]
+    for r in report:
+        assert r["best_s"] is not None and r["best_s"] <= r["hand_s"]
+    assert "verified" in out.getvalue()
+    with pytest.raises(ValueError, match="unknown tuner"):
+        autotvm.tune_tasks(tasks, str(log), 1, tuner="annealing")
+
+
+# ---- kiln tune -------------------------------------------------------------------------
+def test_cli_tune(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    from kiln.cli import main
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(testing.conv_bias_relu().SerializeToString())
+    log = tmp_path / "tune.json"
+    rc = main(["tune", str(path), "--budget", "30s", "--log", str(log), "--trials", "2",
+               "--tuner", "random", "--repeat", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert log.exists() and "1 tuning tasks" in out
+    assert "1 of" in out and "kernels use tuned configs" in out
+    assert "kiln tuned" in out and "onnxruntime" in out and "MISMATCH" not in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["tune", "missing.onnx"], "missing.onnx: no such file"),
+    (["tune", "MODEL", "--budget", "ten minutes"], "--budget"),
+    (["tune", "MODEL", "--budget", "0s"], "more than zero"),
+    (["tune", "MODEL", "--trials", "0"], "--trials 0"),
+    (["tune", "MODEL", "--log", "no/such/dir/t.json"], "does not exist"),
+])
+def test_cli_tune_errors(tmp_path, capsys, argv, message):
+    from kiln.cli import main
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(testing.conv_bias_relu().SerializeToString())
+    argv = [str(path) if a == "MODEL" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
