@@ -4,8 +4,9 @@
 (:func:`~kiln.autotvm.task.extract_from_program`), then tunes them one after the other,
 biggest first. Each task gets a share of the time that is left, in proportion to a weight
 of ``0.2 / n_tasks + 0.8 * its share of the model's flops`` (a task's flops count once per
-kernel using it), so every task is tried and the heavy convolutions get most of the time;
-time a task leaves unused (early stopping, a small space) goes to the tasks after it.
+kernel using it), but at least :data:`MIN_TASK_S`, so the heavy convolutions get most of
+the time; time a task leaves unused (early stopping, a small space) goes to the tasks after
+it, and when the budget is spent the remaining (lightest) tasks are skipped.
 
 Every task measures the hand schedule (the template's fallback config) first. On a machine
 shared with other work, one measurement of a 2-thread kernel varies up to ~1.7x with the
@@ -36,6 +37,12 @@ __all__ = ["parse_budget", "budget_weights", "hand_config_index", "make_tuner",
            "verify_best", "tune_tasks", "tune_graph", "TUNERS"]
 
 TUNERS = ("xgb", "ga", "random", "grid")
+
+#: the least time a task gets while the budget lasts: starting the measurement worker,
+#: the reference run and the verification round take ~3 s (on a loaded 2-core machine), so
+#: a smaller share would measure nothing; the lightest tasks (tuned last) are skipped when
+#: the budget runs out
+MIN_TASK_S = 6.0
 
 _UNITS = {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0, "": 1.0}
 
@@ -212,7 +219,8 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
     for k, i in enumerate(order):
         task = tasks[i]
         now = time.monotonic()
-        share = max(0.0, end - now) * weights[i] / max(left_weight, 1e-12)
+        left = max(0.0, end - now)
+        share = min(max(left * weights[i] / max(left_weight, 1e-12), MIN_TASK_S), left)
         left_weight -= weights[i]
         stats = {"task": task, "trials": 0, "seconds": 0.0, "best_flops": 0.0,
                  "hand_flops": 0.0, "best_config": None, "hand_s": None, "best_s": None}
