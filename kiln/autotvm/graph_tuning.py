@@ -192,7 +192,9 @@ def _collect(measured: dict):
 
 
 def _ms(s: float) -> str:
-    return f"{s * 1e3:.3f} ms" if s != float("inf") else "failed"
+    if s == float("inf"):
+        return "failed"
+    return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
 
 def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb",
