@@ -119,16 +119,34 @@ def conv_default(oc, ic, n, k, p, s):
     return sch, (X, K, Y)
 
 
-def _conv_cached(oc, ic, n, k, p, s, tile_c, tile_h, tile_w, tile_rc, tile_rh, tile_rw):
-    """The shared/local tiling of §5.5; a 3-factor tile binds its middle part to vthread."""
-    X, K, Y, PaddedX = d2ltvm.conv(oc, ic, n, n, k, k, p, p, s, s)
-    sch = te.create_schedule(Y.op)
+def _caches(sch, Y, PaddedX, K):
+    """§5.5's caches: the output in registers, the inputs in shared memory and registers."""
     sch[PaddedX].compute_inline()
     YL = sch.cache_write(Y, "local")
     XX = sch.cache_read(PaddedX, "shared", [YL])
     KK = sch.cache_read(K, "shared", [YL])
     XL = sch.cache_read(XX, "local", [YL])
     KL = sch.cache_read(KK, "local", [YL])
+    return YL, XX, KK, XL, KL
+
+
+def _cooperative_fetch(sch, loads, threads_z, threads_y, threads_x):
+    """Each shared-memory copy is done by all threads of the block, laid out as the output's."""
+    for load in loads:
+        fused = sch[load].fuse(*sch[load].op.axis)
+        tz, fused = sch[load].split(fused, nparts=threads_z)
+        ty, fused = sch[load].split(fused, nparts=threads_y)
+        tx, _ = sch[load].split(fused, nparts=threads_x)
+        sch[load].bind(tz, te.thread_axis("threadIdx.z"))
+        sch[load].bind(ty, te.thread_axis("threadIdx.y"))
+        sch[load].bind(tx, te.thread_axis("threadIdx.x"))
+
+
+def _conv_cached(oc, ic, n, k, p, s, tile_c, tile_h, tile_w, tile_rc, tile_rh, tile_rw):
+    """The shared/local tiling of §5.5; a 3-factor tile binds its middle part to vthread."""
+    X, K, Y, PaddedX = d2ltvm.conv(oc, ic, n, n, k, k, p, p, s, s)
+    sch = te.create_schedule(Y.op)
+    YL, XX, KK, XL, KL = _caches(sch, Y, PaddedX, K)
 
     c, h, w = sch[Y].op.axis
     vthreads = len(tile_c) == 3
@@ -153,16 +171,8 @@ def _conv_cached(oc, ic, n, k, p, s, tile_c, tile_h, tile_w, tile_rc, tile_rh, t
     sch[XL].compute_at(sch[YL], rwm)
     sch[KL].compute_at(sch[YL], rwm)
 
-    # cooperative fetching, the threads laid out as in the output
     t = 1 if vthreads else 0
-    for load in (XX, KK):
-        fused = sch[load].fuse(*sch[load].op.axis)
-        tz, fused = sch[load].split(fused, nparts=tile_c[t])
-        ty, fused = sch[load].split(fused, nparts=tile_h[t])
-        tx, _ = sch[load].split(fused, nparts=tile_w[t])
-        sch[load].bind(tz, te.thread_axis("threadIdx.z"))
-        sch[load].bind(ty, te.thread_axis("threadIdx.y"))
-        sch[load].bind(tx, te.thread_axis("threadIdx.x"))
+    _cooperative_fetch(sch, (XX, KK), tile_c[t], tile_h[t], tile_w[t])
     return sch, (X, K, Y)
 
 
@@ -192,12 +202,7 @@ def depthwise_schedule(ic, n, k, p, s, tile_c=(1, 1), tile_h=(2, 8), tile_w=(64,
     """One channel per block, 8 rows per thread; data read in columns into local memory."""
     X, K, Y, PaddedX = d2ltvm.depthwise_conv(ic, n, n, k, k, p, p, s, s)
     sch = te.create_schedule(Y.op)
-    sch[PaddedX].compute_inline()
-    YL = sch.cache_write(Y, "local")
-    XX = sch.cache_read(PaddedX, "shared", [YL])
-    KK = sch.cache_read(K, "shared", [YL])
-    XL = sch.cache_read(XX, "local", [YL])
-    KL = sch.cache_read(KK, "local", [YL])
+    YL, XX, KK, XL, KL = _caches(sch, Y, PaddedX, K)
 
     c, h, w = sch[Y].op.axis
     bc, tc, ic_ = d2ltvm.split_axis(list(tile_c), sch, Y, c)
@@ -215,15 +220,7 @@ def depthwise_schedule(ic, n, k, p, s, tile_c=(1, 1), tile_h=(2, 8), tile_w=(64,
     sch[KK].compute_at(sch[Y], bw)
     sch[XL].compute_at(sch[Y], tw)
     sch[KL].compute_at(sch[Y], tw)
-
-    for load in (XX, KK):
-        fused = sch[load].fuse(*sch[load].op.axis)
-        tz, fused = sch[load].split(fused, nparts=tile_c[0])
-        ty, fused = sch[load].split(fused, nparts=tile_h[0])
-        tx, _ = sch[load].split(fused, nparts=tile_w[0])
-        sch[load].bind(tz, te.thread_axis("threadIdx.z"))
-        sch[load].bind(ty, te.thread_axis("threadIdx.y"))
-        sch[load].bind(tx, te.thread_axis("threadIdx.x"))
+    _cooperative_fetch(sch, (XX, KK), tile_c[0], tile_h[0], tile_w[0])
     return sch, (X, K, Y)
 
 

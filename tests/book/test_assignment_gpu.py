@@ -13,7 +13,7 @@ import pytest
 import kiln as tvm
 
 from ..codegen import cuda_emulator
-from ..codegen.cuda_workloads import NVRTC_MISSING, build_cuda, have_nvrtc
+from ..codegen.cuda_workloads import build_cuda, run_on_gpu
 from ._shared import load_example
 
 conv1d = load_example("assignment", "conv1d_gpu")
@@ -87,21 +87,8 @@ def test_emulated(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(CASES))
 def test_gpu(name):
-    if not have_nvrtc():
-        pytest.skip(NVRTC_MISSING)
-    from kiln.codegen.cuda_build import compile_source
-
     s, args, inputs, expected = _make(name)
-    mod = tvm.build(s, args, "cuda")
-    src = mod.imported_modules[0].get_source()
-    for arch in ("sm_80", "sm_90"):
-        assert compile_source(src, arch)
-    dev = tvm.cuda(0)
-    if not dev.exist:
-        pytest.skip("no CUDA GPU: compiled for sm_80 and sm_90, launch skipped")
-    arrays = [tvm.nd.array(a, dev) for a in inputs]
-    mod(*arrays)
-    _check(expected, [a.numpy() for a in arrays])
+    _check(expected, run_on_gpu(s, args, inputs))
 
 
 def test_optimized_schedules_use_shared_and_local_memory(lower_text):

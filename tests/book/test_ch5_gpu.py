@@ -16,7 +16,7 @@ import kiln as tvm
 from kiln.contrib import d2ltvm
 
 from ..codegen import cuda_emulator
-from ..codegen.cuda_workloads import NVRTC_MISSING, build_cuda, have_nvrtc
+from ..codegen.cuda_workloads import build_cuda, run_on_gpu
 from ._shared import conv_reference, load_example
 
 ch5 = load_example("book", "ch5_gpu")
@@ -118,21 +118,8 @@ def test_emulated(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gpu(case):
-    if not have_nvrtc():
-        pytest.skip(NVRTC_MISSING)
-    from kiln.codegen.cuda_build import compile_source
-
     (sch, args), inputs, expected = case()
-    mod = tvm.build(sch, list(args), "cuda")
-    src = mod.imported_modules[0].get_source()
-    for arch in ("sm_80", "sm_90"):
-        assert compile_source(src, arch)
-    dev = tvm.cuda(0)
-    if not dev.exist:
-        pytest.skip("no CUDA GPU: compiled for sm_80 and sm_90, launch skipped")
-    arrays = [tvm.nd.array(a, dev) for a in inputs]
-    mod(*arrays)
-    _check(expected, [a.numpy() for a in arrays])
+    _check(expected, run_on_gpu(sch, args, inputs))
 
 
 def _lowered(func, *size):

@@ -325,3 +325,25 @@ def build_cuda(sched, args, name="default_function", target="cuda"):
         return kiln.build(sched, args, target=target, name=name)
     mod = kiln.lower(sched, args, name=name)
     return cuda_build.build(list(mod.functions.values()), target, compile_now=False)
+
+
+def run_on_gpu(sched, args, inputs):
+    """Build for CUDA, compile with NVRTC for sm_80 and sm_90, then run on ``cuda(0)`` and
+    return the arrays as numpy; skips (pytest) where NVRTC or the GPU is missing."""
+    import pytest
+
+    import kiln
+    from kiln.codegen.cuda_build import compile_source
+
+    if not have_nvrtc():
+        pytest.skip(NVRTC_MISSING)
+    mod = kiln.build(sched, list(args), "cuda")
+    src = mod.imported_modules[0].get_source()
+    for arch in ("sm_80", "sm_90"):
+        assert compile_source(src, arch)
+    dev = kiln.cuda(0)
+    if not dev.exist:
+        pytest.skip("no CUDA GPU: compiled for sm_80 and sm_90, launch skipped")
+    arrays = [kiln.nd.array(a, dev) for a in inputs]
+    mod(*arrays)
+    return [a.numpy() for a in arrays]
