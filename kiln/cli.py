@@ -5,6 +5,7 @@
     kiln bench model.onnx [--shape ...] [--repeat N] [--threads N]   # kiln vs onnxruntime
     kiln bench [SUITE ...] [--quick] [--list]                        # the benchmark suites
     kiln model resnet18 [-o resnet18.onnx] [--hw 224]                # write a test model
+    kiln tune model.onnx --budget 10m --log tune.json [--trials N] [--tuner xgb|ga|random]
     kiln demo | kiln version
 
 A mistake of the user's (missing file, not an ONNX model, malformed model, unknown input
@@ -17,6 +18,7 @@ package beside ``kiln/``). See docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tarfile
@@ -337,6 +339,89 @@ def cmd_bench_model(args) -> int:
     return 0 if res["ok"] else 1
 
 
+def cmd_tune(args) -> int:
+    """``kiln tune model.onnx --budget 10m --log tune.json``: tune the model's kernels within
+    the budget (kiln/autotvm/graph_tuning.py), then compile it untuned and with the log and
+    compare both with onnxruntime."""
+    from kiln import autotvm, relay
+    from kiln.autotvm import graph_tuning
+    from kiln.errors import TVMError
+    from kiln.relay.testing import compare
+
+    try:
+        budget = graph_tuning.parse_budget(args.budget)
+    except ValueError as e:
+        raise CliError(f"--budget: {e}") from None
+    if args.trials < 1:
+        raise CliError(f"--trials {args.trials}: must be at least 1")
+    if args.early_stopping is not None and args.early_stopping < 1:
+        raise CliError(f"--early-stopping {args.early_stopping}: must be at least 1")
+    if args.repeat < 1:
+        raise CliError(f"--repeat {args.repeat}: must be at least 1")
+    log = Path(args.log)
+    if not log.parent.is_dir():
+        raise CliError(f"--log {args.log}: folder {log.parent} does not exist")
+    model = load_onnx(args.model)
+    shapes = parse_shapes(args.shape, model)
+    threads = _set_threads(args.threads)
+    try:
+        mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
+        with relay.build_config(opt_level=args.opt_level):
+            tasks = autotvm.task.extract_from_program(mod, params, "llvm")
+    except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, TVMError) as e:
+        raise CliError(f"cannot compile {args.model}: {_one_line(e)}") from None
+    kernels = sum(getattr(t, "num_uses", 1) for t in tasks)
+    print(f"{args.model}: {len(tasks)} tuning tasks for {kernels} kernels; budget "
+          f"{budget:.0f} s, {args.tuner} tuner, up to {args.trials} trials per task; "
+          f"{threads} threads; log {log}{' (appending)' if log.exists() else ''}")
+    best = log.with_name(f"{log.stem}.best{log.suffix or '.json'}")
+    start = time.monotonic()
+    graph_tuning.tune_tasks(tasks, str(log), budget, tuner=args.tuner, n_trial=args.trials,
+                            early_stopping=args.early_stopping, best_file=str(best))
+    print(f"tuning took {time.monotonic() - start:.0f} s; every trial in {log}, the verified "
+          f"best config of each task in {best}")
+    untuned = compile_model(model, shapes, args.opt_level, args.model)
+    quiet = logging.getLogger("autotvm")
+    level, quiet.level = quiet.level, logging.ERROR  # skipped tasks: no "Cannot find config"
+    try:
+        with autotvm.apply_history_best(str(best)):
+            tuned = compile_model(model, shapes, args.opt_level, args.model)
+    finally:
+        quiet.setLevel(level)
+    used = sum("(autotvm: " in line for line in tuned.summary.splitlines())
+    print(f"compiled with {best}: {used} of {len(tuned.plan['steps'])} kernels use tuned "
+          f"configs ({kernels - used} tunable kernels left untuned use the hand schedule)")
+    inputs = random_inputs(untuned)
+    runs = {"kiln untuned": _graph_module(untuned), "kiln tuned": _graph_module(tuned)}
+    for gm in runs.values():
+        gm.set_input(**inputs)
+        gm.run()
+    fns = {name: gm.run for name, gm in runs.items()}
+    ok = True
+    try:
+        sess = compare.onnxruntime_session(model, threads)
+        ref = sess.run(None, inputs)[0]
+    except ImportError:
+        print("onnxruntime is not installed: no check, no comparison")
+    else:
+        fns["onnxruntime"] = lambda: sess.run(None, inputs)
+        for name, gm in runs.items():
+            d = compare.differences(gm.get_output(0).numpy(), ref)
+            ok = ok and compare.close(d)
+            print(f"check {name} against onnxruntime: max abs diff {d['max_abs']:.2e} "
+                  f"(outputs up to {d['ref_max']:.4g}): "
+                  f"{'ok' if compare.close(d) else 'MISMATCH'}")
+    if not ok:
+        return 1
+    times = compare.interleaved_medians(fns, rounds=args.repeat)
+    med = {k: compare.median(v) for k, v in times.items()}
+    print(f"latency, median of {args.repeat} interleaved rounds ({threads} threads):")
+    for name, s in med.items():
+        print(f"  {name:13} {compare.fmt_time(s):>10}  "
+              f"({med['kiln untuned'] / s:.2f}x the untuned speed)")
+    return 0
+
+
 def cmd_model(args) -> int:
     _import_onnx()
     from kiln.relay import testing
@@ -430,13 +515,30 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--batch", type=int, help="batch size (networks)")
     m.add_argument("--list", action="store_true", help="list the models")
 
+    tu = sub.add_parser("tune", help="tune an ONNX model's kernels within a time budget "
+                                     "(autotvm) and compare untuned, tuned and onnxruntime")
+    tu.add_argument("model", help="the ONNX model file")
+    tu.add_argument("--budget", default="10m", help="tuning time in all, e.g. 10m, 90s, 1h "
+                                                    "(default 10m)")
+    tu.add_argument("--log", default="tune.json", help="tuning log to append to (default "
+                                                       "tune.json)")
+    tu.add_argument("--trials", type=int, default=200, help="most trials per task (default 200)")
+    tu.add_argument("--tuner", default="xgb", choices=("xgb", "ga", "random", "grid"),
+                    help="search strategy (default xgb)")
+    tu.add_argument("--early-stopping", type=int, default=None, metavar="N",
+                    help="stop a task after N trials without improvement")
+    tu.add_argument("--repeat", type=int, default=10, help="interleaved timing rounds "
+                                                           "(default 10)")
+    shape_opts(tu)
+    threads_opt(tu)
+
     sub.add_parser("demo", help="the demo: a vector add, then ResNet-18 vs onnxruntime")
     sub.add_parser("version", help="print kiln's version")
     return p
 
 
 COMMANDS = {"compile": cmd_compile, "run": cmd_run, "bench": cmd_bench_model,
-            "model": cmd_model}
+            "model": cmd_model, "tune": cmd_tune}
 
 
 def main(argv: list[str] | None = None) -> int:

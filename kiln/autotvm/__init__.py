@@ -23,6 +23,7 @@ See docs/autotvm.md for what is and is not implemented.
 """
 
 from . import feature, measure, record, task, tuner
+from .graph_tuning import tune_graph, tune_tasks
 from .measure import (
     LocalBuilder,
     LocalRunner,
@@ -47,4 +48,5 @@ __all__ = ["feature", "measure", "record", "task", "tuner", "callback", "LocalBu
            "LocalRunner", "RPCRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult",
            "measure_option", "ApplyConfig", "ApplyHistoryBest", "DispatchContext",
            "FallbackContext", "get_config", "template", "apply_history_best", "GATuner",
-           "GridSearchTuner", "RandomTuner", "XGBTuner"]
+           "GridSearchTuner", "RandomTuner", "XGBTuner",
+           "tune_graph", "tune_tasks"]  # whole-model tuning (graph_tuning.py)

@@ -72,7 +72,13 @@ def _kernel(group: T.Group, name: str, target: Target):
     out = tens[group.output.uid]
     args = [tens[i.uid] for i in ext] + [out]
     try:
-        s = topi.x86.schedule_auto([out]) if target.is_cpu else topi.generic.schedule_auto([out])
+        # autotvm hook: a tuned config of the group's anchor (apply_history_best), if any
+        tuned = _autotvm_schedule(group, [out], target)
+        if tuned is not None:
+            s, group.tuned = tuned
+        else:
+            s = topi.x86.schedule_auto([out]) if target.is_cpu else \
+                topi.generic.schedule_auto([out])
         func = schedule_to_primfunc(s, args, name)
     except Exception as e:  # a slower but correct default schedule
         warnings.warn(f"relay.build: x86 schedule failed for {group.describe()} ({e}); "
@@ -80,6 +86,16 @@ def _kernel(group: T.Group, name: str, target: Target):
         s = topi.generic.schedule_auto([out])
         func = schedule_to_primfunc(s, args, name)
     return func, ext
+
+
+def _autotvm_schedule(group, outs, target):
+    """``(schedule, label)`` when autotvm has a tuned config for ``group`` under the current
+    dispatch context (kiln/autotvm/task/relay_integration.py), else None."""
+    if not target.is_cpu:
+        return None
+    from kiln.autotvm.task.relay_integration import schedule_group
+
+    return schedule_group(group, outs, str(target))
 
 
 def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "default",
@@ -116,7 +132,8 @@ def _summary(groups, sizes, naive, g) -> str:
     lines = [f"{len(groups)} kernels from {sum(len(x.nodes) for x in groups)} operators:"]
     for k, grp in enumerate(groups):
         lay = f" {grp.output.layout}" if grp.output.layout else ""
-        lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}{lay}")
+        tuned = f"  (autotvm: {grp.tuned})" if getattr(grp, "tuned", None) else ""
+        lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}{lay}{tuned}")
     outb = sum(o.nbytes for o in g.outputs)
     lines.append(f"memory plan: {len(sizes)} intermediate buffers, {sum(sizes)} bytes planned "
                  f"(peak), {naive} bytes without reuse; outputs {outb} bytes")

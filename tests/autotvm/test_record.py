@@ -102,11 +102,6 @@ def test_tune_then_apply_history_best(tmp_path):
     assert str(tvm.lower(s, args)) == str(tvm.lower(*task.instantiate(tuner.best_config)))
 
 
-def test_extract_from_program_is_not_in_this_slice():
-    with pytest.raises(NotImplementedError, match="extract_from_program"):
-        autotvm.task.extract_from_program(None, params={}, target="llvm")
-
-
 def test_tensor_arguments_round_trip(tmp_path):
     from kiln import te
 

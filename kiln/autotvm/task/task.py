@@ -16,7 +16,6 @@ import functools
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from kiln.ir.expr import BinaryOp, Call, CmpOp, IntImm, PrimExpr, ProducerLoad, Reduce, Select
 from kiln.target import Target
@@ -26,7 +25,7 @@ from .dispatcher import ApplyConfig, DispatchContext
 from .space import ConfigSpace
 
 __all__ = ["template", "get_config", "create", "Task", "TASK_TABLE", "args_to_workload",
-           "compute_flop", "extract_from_program"]
+           "compute_flop"]
 
 TASK_TABLE: dict[str, Callable] = {}
 _local = threading.local()
@@ -208,10 +207,3 @@ def _count_ops(expr) -> int:
         for x in (v if isinstance(v, tuple | list) else (v,)):
             n += _count_ops(x)
     return n
-
-
-def extract_from_program(*args: Any, **kwargs: Any):
-    """Not in this slice: extracting tasks from a kiln.relay model."""
-    raise NotImplementedError(
-        "autotvm.task.extract_from_program is not implemented yet: kiln's graph compiler "
-        "does not dispatch its kernels through AutoTVM templates; tune templates directly")

@@ -45,21 +45,32 @@ def _block_order(st, batch, mo, no, mi, ni, mcount, ncount, parallel=True):
     return outer[1]
 
 
-def _dot_plan(s, outs, op) -> bool:
-    """The rfactor plan; returns False (nothing scheduled) when ``k`` is not a multiple of
-    4."""
-    k = op.reduce_axis[0]
-    kext = const_extent(k)
+def dot_plan_params(op) -> dict | None:
+    """The hand sizes of the rfactor plan: ``kv`` (vector slice of ``k``), ``mb`` x ``nb``
+    (register block); None when ``k`` is not a multiple of 4 (autotvm's dense template
+    tunes these, see tunable.py)."""
+    kext = const_extent(op.reduce_axis[0])
     width = lanes(op.output(0).dtype)
     kv = next((v for v in (width, width // 2, 4) if kext is not None and kext % v == 0), None)
     if kv is None or kv < 4:
+        return None
+    shape = get_const_tuple(op.output(0).shape)
+    mb = largest_divisor(shape[-2], 4)
+    return {"kv": kv, "mb": mb, "nb": largest_divisor(shape[-1], 8 if mb == 1 else 4)}
+
+
+def _dot_plan(s, outs, op, params=None) -> bool:
+    """The rfactor plan (sizes ``params``, default :func:`dot_plan_params`); returns False
+    (nothing scheduled) when ``k`` is not a multiple of 4."""
+    params = params or dot_plan_params(op)
+    if params is None:
         return False
+    k = op.reduce_axis[0]
+    kv, mb, nb = params["kv"], params["mb"], params["nb"]
     inline_injective(s, outs)
     out = outs[0].op
     shape = get_const_tuple(op.output(0).shape)
     m_ext, n_ext = shape[-2], shape[-1]
-    mb = largest_divisor(m_ext, 4)
-    nb = largest_divisor(n_ext, 8 if mb == 1 else 4)
     tensor = op.output(0)
     st = s[tensor]
     _, ki = st.split(k, factor=kv)

@@ -1,0 +1,152 @@
+"""AutoTVM and the graph compiler: tasks from a ``kiln.relay`` model, tuned configs in
+``relay.build``.
+
+* :func:`extract_from_program` runs the graph passes ``relay.build`` runs (binding the
+  parameters, folding, the layout pass) and returns one tuning task per distinct workload
+  of a tunable kernel (``conv2d_NCHWc``, ``depthwise_conv2d_NCHWc``, ``dense``; the
+  templates are in :mod:`kiln.topi.x86.tunable`). A task's workload is the anchor operator
+  alone (shapes, strides, padding, dilation, dtype); ``task.num_uses`` counts the kernels
+  of the graph that share it.
+* :func:`schedule_group` is the hook ``relay.build`` calls for each fused group: inside a
+  dispatch context that has a config for the group's workload (``with
+  autotvm.apply_history_best(log):``), the group (anchor + elementwise epilogue) is
+  scheduled by the template's schedule with that config; otherwise it returns None and the
+  hand schedule (``topi.x86.schedule_auto``) is used, as without autotvm.
+
+kiln.relay is imported lazily: ``import kiln`` does not pay for the graph compiler.
+"""
+
+from __future__ import annotations
+
+from .dispatcher import DispatchContext, FallbackContext
+from .task import args_to_workload, create
+
+__all__ = ["TUNABLE_OPS", "extract_from_program", "task_args", "workload_of",
+           "schedule_group"]
+
+#: relay operator -> autotvm template (see kiln/topi/x86/tunable.py)
+TUNABLE_OPS = {"conv2d_NCHWc": "conv2d_NCHWc.x86",
+               "depthwise_conv2d_NCHWc": "depthwise_conv2d_NCHWc.x86",
+               "dense": "dense.x86"}
+
+#: names ``ops=`` accepts (TVM's op names too) -> the relay operators they select
+_OP_ALIASES = {
+    "conv2d": ("conv2d_NCHWc", "depthwise_conv2d_NCHWc"),
+    "nn.conv2d": ("conv2d_NCHWc", "depthwise_conv2d_NCHWc"),
+    "conv2d_NCHWc": ("conv2d_NCHWc",), "nn.contrib_conv2d_NCHWc": ("conv2d_NCHWc",),
+    "depthwise_conv2d": ("depthwise_conv2d_NCHWc",),
+    "depthwise_conv2d_NCHWc": ("depthwise_conv2d_NCHWc",),
+    "dense": ("dense",), "nn.dense": ("dense",),
+}
+
+
+def _register_templates() -> None:
+    from kiln.topi.x86 import tunable  # noqa: F401 - registers the templates
+
+
+def _selected_ops(ops) -> set[str]:
+    if ops is None:
+        return set(TUNABLE_OPS)
+    if isinstance(ops, str):
+        ops = [ops]
+    out: set[str] = set()
+    for op in ops:
+        name = getattr(op, "name", op)
+        if name not in _OP_ALIASES:
+            raise ValueError(f"extract_from_program: operator {name!r} has no tunable template "
+                             f"(tunable: {', '.join(sorted(_OP_ALIASES))})")
+        out.update(_OP_ALIASES[name])
+    return out
+
+
+def task_args(node) -> tuple[str, tuple]:
+    """``(template name, template arguments)`` of a graph node of a tunable operator (the
+    tensors as placeholders of the node's input shapes)."""
+    from kiln import te
+
+    if node.op not in TUNABLE_OPS:
+        raise ValueError(f"operator {node.op!r} has no tunable template")
+    data, weight = node.inputs[0], node.inputs[1]
+    d = te.placeholder(data.shape, dtype=data.dtype, name="data")
+    w = te.placeholder(weight.shape, dtype=weight.dtype, name="weight")
+    if node.op == "dense":
+        return TUNABLE_OPS[node.op], (d, w, node.dtype)
+    a = node.attrs
+    return TUNABLE_OPS[node.op], (d, w, tuple(a["strides"]), tuple(a["padding"]),
+                                  tuple(a["dilation"]), node.dtype)
+
+
+def workload_of(node) -> tuple:
+    """The workload (tuning-record key) of a tunable graph node."""
+    name, args = task_args(node)
+    return (name, *args_to_workload(args))
+
+
+def _anchor(nodes):
+    """The tunable operator of a fused group (None when it has none)."""
+    return next((n for n in nodes if n.op in TUNABLE_OPS), None)
+
+
+def schedule_group(group, outs, target):
+    """The hook of ``relay.build``: ``(schedule, label)`` for fused ``group`` (computing
+    ``outs``) when the current dispatch context has a tuned config for its anchor's
+    workload, else None (use the hand schedule). ``label`` names the template and the
+    config index, for the build summary."""
+    ctx = DispatchContext.current()
+    if isinstance(ctx, FallbackContext):  # no apply_history_best / ApplyConfig around
+        return None
+    node = _anchor(group.nodes)
+    if node is None:
+        return None
+    _register_templates()
+    from kiln.topi.x86.tunable import SCHEDULE_CFG
+
+    name = TUNABLE_OPS[node.op]
+    cfg = ctx.query(target, workload_of(node))
+    if cfg is None or cfg.is_fallback:
+        return None
+    return SCHEDULE_CFG[name](cfg, outs), f"{name} config #{cfg.index}"
+
+
+def _optimized_graph(mod, params, target):
+    """The graph ``relay.build`` compiles, after its graph passes (before fusion)."""
+    from kiln.relay.alter_layout import alter_op_layout
+    from kiln.relay.build_module import PassContext, optimize
+    from kiln.relay.graph import Graph, Module
+    from kiln.target import Target
+
+    if not isinstance(mod, Module | Graph):
+        raise TypeError(f"extract_from_program needs a kiln.relay module (from "
+                        f"relay.frontend.from_onnx), got {type(mod).__name__}")
+    if not Target(target or "llvm").is_cpu:
+        raise NotImplementedError("extract_from_program: only CPU targets (llvm/c) have "
+                                  "tunable templates yet")
+    ctx = PassContext.current()
+    g = optimize(mod, params, ctx.opt_level)
+    if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
+        g = alter_op_layout(g)
+    return g
+
+
+def extract_from_program(mod, params, target="llvm", target_host=None, ops=None) -> list:
+    """Tuning tasks of a kiln.relay model: one per distinct workload of its tunable
+    kernels (``ops`` selects operators: ``"conv2d"``/``"nn.conv2d"``,
+    ``"depthwise_conv2d"``, ``"dense"``/``"nn.dense"`` ...; None = all), in graph order.
+    Each task has ``flop`` (one kernel call) and ``num_uses`` (kernels sharing it)."""
+    del target_host
+    _register_templates()
+    wanted = _selected_ops(ops)
+    g = _optimized_graph(mod, params, target)
+    tasks: dict[tuple, object] = {}
+    for node in g.nodes:
+        if node.op not in wanted:
+            continue
+        key = workload_of(node)
+        if key in tasks:
+            tasks[key].num_uses += 1
+            continue
+        name, args = task_args(node)
+        task = create(name, args, target=target or "llvm")
+        task.num_uses = 1
+        tasks[key] = task
+    return list(tasks.values())
