@@ -22,6 +22,11 @@ SUITES: dict[str, str] = {
 }
 
 
+#: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
+#: gpu needs a GPU
+NOT_DEFAULT = {"tuning", "gpu"}
+
+
 def get_suite(name: str) -> ModuleType:
     """The module of suite ``name``; KeyError if there is none."""
     if name not in SUITES:
