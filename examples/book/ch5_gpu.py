@@ -225,27 +225,25 @@ def depthwise_schedule(ic, n, k, p, s, tile_c=(1, 1), tile_h=(2, 8), tile_w=(64,
 
 
 # 5.7 Pooling: padding inlined, one output element per thread, nt threads per block
-def pool_max(size):
+def _pool(pool_type, size):
     c, n, k = size[:]
-    X, Y, PaddedX = d2ltvm.pool("max", c, n, n, k, k, 1, 1, 1, 1)
+    X, Y, PaddedX = d2ltvm.pool(pool_type, c, n, n, k, k, 1, 1, 1, 1)
     sch = te.create_schedule(Y.op)
     sch[PaddedX].compute_inline()
     fused = sch[Y].fuse(*sch[Y].op.axis)
     bx, tx = sch[Y].split(fused, factor=nt)
     sch[Y].bind(bx, te.thread_axis("blockIdx.x"))
     sch[Y].bind(tx, te.thread_axis("threadIdx.x"))
+    return sch, X, Y, tx
+
+
+def pool_max(size):
+    sch, X, Y, _ = _pool("max", size)
     return sch, (X, Y)
 
 
 def pool_avg(size):
-    c, n, k = size[:]
-    X, Y, PaddedX = d2ltvm.pool("avg", c, n, n, k, k, 1, 1, 1, 1)
-    sch = te.create_schedule(Y.op)
-    sch[PaddedX].compute_inline()
-    fused = sch[Y].fuse(*sch[Y].op.axis)
-    bx, tx = sch[Y].split(fused, factor=nt)
-    sch[Y].bind(bx, te.thread_axis("blockIdx.x"))
-    sch[Y].bind(tx, te.thread_axis("threadIdx.x"))
+    sch, X, Y, tx = _pool("avg", size)
     # the window sum goes to a per-thread register
     PoolSum = Y.op.input_tensors[0]
     sch[PoolSum].compute_at(sch[Y], tx)
