@@ -7,6 +7,7 @@ from kiln.ir.expr import Var
 from kiln.ir.functor import post_order_visit
 from kiln.ir.stmt import Allocate, AttrStmt, For, LetStmt
 
+from .inject_virtual_thread import inject_virtual_thread
 from .loop_partition import loop_partition
 from .lower_divmod import lower_divmod
 from .partition_conditions import partition_conditions
@@ -23,6 +24,7 @@ def simplify(stmt):
 
 PIPELINE = [
     ("simplify", simplify),
+    ("inject_virtual_thread", inject_virtual_thread),
     ("loop_partition", loop_partition),
     ("simplify", simplify),
     ("vectorize", vectorize),
@@ -61,5 +63,5 @@ def defined_vars(stmt) -> set[Var]:
 
 
 __all__ = ["PIPELINE", "C_PIPELINE", "storage_flatten", "simplify", "loop_partition",
-           "vectorize", "remove_no_op", "auto_unroll", "lower_divmod", "partition_conditions",
-           "defined_vars"]
+           "vectorize", "remove_no_op", "inject_virtual_thread", "auto_unroll", "lower_divmod",
+           "partition_conditions", "defined_vars"]

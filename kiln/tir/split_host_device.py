@@ -10,10 +10,9 @@ touch memory itself (``did you forget to bind?``).
 Each kernel's body is prepared for CUDA code generation:
 
 1. thread bindings are unified (``kiln.tir.thread_binding``; idempotent after ``lower``);
-2. virtual threads (``vthread``/``cthread``) become unrolled loops, one iteration per virtual
-   thread (the simple lowering; TVM interleaves them instead);
-3. vector stores (``ramp``/``x4(..)`` from ``vectorize``) become unrolled scalar lane loops;
-4. storage synchronisation: ``__syncthreads()`` after every ``produce`` that writes shared
+   virtual threads are gone already (``kiln.tir.inject_virtual_thread`` in ``lower``);
+2. vector stores (``ramp``/``x4(..)`` from ``vectorize``) become unrolled scalar lane loops;
+3. storage synchronisation: ``__syncthreads()`` after every ``produce`` that writes shared
    memory, and before it when the produce sits in a loop (the next iteration overwrites what
    other threads may still read).
 
@@ -153,7 +152,6 @@ def make_kernel(root: S.AttrStmt, name: str, buffer_dtypes: dict[E.Var, str],
                 func: S.PrimFunc) -> Kernel:
     body = _unify_kernel(root)
     thread_vars, extents = _thread_extents(body, name)
-    body = _VThreadLowering().visit(body)
     body = _Scalarizer().visit(body)
     body = insert_storage_sync(body)
     grid = [extents.get(f"blockIdx.{d}", E.IntImm("int32", 1)) for d in "xyz"]
@@ -306,28 +304,6 @@ def _kernel_params(body, thread_vars, buffer_dtypes, func) -> list[KernelParam]:
     for v in sorted(scalars, key=scalar_key):
         params.append(KernelParam(v, "scalar", v.dtype))
     return params
-
-
-class _VThreadLowering(Mutator):
-    """``// attr [vx] thread_extent = n`` of a virtual thread → ``for (vx, 0, n)`` unrolled."""
-
-    def __init__(self):
-        super().__init__()
-        self.active: set[E.Var] = set()
-
-    def visit_AttrStmt(self, s: S.AttrStmt):
-        if not (is_thread_attr(s) and is_virtual_tag(thread_tag(s))):
-            return self.generic_visit(s)
-        var = s.node.var
-        if var in self.active:  # the same virtual thread bound again inside: one loop
-            return self.visit(s.body)
-        self.active.add(var)
-        try:
-            body = self.visit(s.body)
-        finally:
-            self.active.discard(var)
-        kind = S.ForKind.UNROLLED if isinstance(s.value, E.IntImm) else S.ForKind.SERIAL
-        return S.For(var, 0, s.value, kind, body)
 
 
 # ---- vector stores → scalar lane loops ---------------------------------------------------

@@ -106,10 +106,14 @@ def test_partial_cooperative_fetch_is_guarded():
     assert "if (likely((threadIdx.x < 4)))" in text
 
 
-def test_vthread_becomes_an_unrolled_loop():
+def test_vthreads_are_injected_into_one_thread():
+    """2x2x2 virtual threads: one shared fetch per block, 8 private accumulator copies."""
     w = W.conv_vthread()
     src = _source(build_cuda(w.sched, w.args))
-    assert "#pragma unroll\n  for (int vc = 0; vc < 2; ++vc) {" in src
+    assert "vc" not in src and "vh" not in src and "vw" not in src
+    assert "float Y_local[32];" in src  # 4 per virtual thread x 8 virtual threads
+    assert src.count("float PaddedX_shared[720];") == 1  # shared by the virtual threads
+    assert src.count("i0_i1_fused_i2_fused_inner_inner_inner < 12;") == 1  # fetched once
     (k,) = _kernels(build_cuda(w.sched, w.args))
     assert [int(g) for g in k.grid] == [1, 2, 2] and [int(b) for b in k.block] == [8, 4, 2]
 

@@ -119,6 +119,12 @@ def apply_random_schedule(draw, s, out, inter, log):
             inner not in stage.iter_var_attrs or not stage.iter_var_attrs[inner].kind):
         stage.vectorize(inner)
         log.append(f"vectorize({inner.var.name})")
+    free = [iv for iv in stage.leaf_iter_vars if iv.iter_type == kiln.IterVar.DataPar and (
+        iv not in stage.iter_var_attrs or not stage.iter_var_attrs[iv].kind)]
+    if free and draw(st.booleans()):
+        iv = draw(st.sampled_from(free))
+        stage.bind(iv, te.thread_axis("vthread"))
+        log.append(f"bind({iv.var.name}, vthread)")
     if cache is not None and draw(st.booleans()):
         iv = draw(st.sampled_from(stage.leaf_iter_vars))
         s[cache].compute_at(stage, iv)
