@@ -45,13 +45,14 @@ if __package__ in (None, ""):  # run as `python benchmarks/ops.py`
 from benchmarks import common  # noqa: E402
 from benchmarks import peak as peak_mod  # noqa: E402
 from benchmarks.foundation import fresh_cache  # noqa: E402
+from kiln.topi.x86 import lanes  # noqa: E402
 
 NAME = "ops"
 DESCRIPTION = ("book ch. 4 operators, conv1d, ResNet-18 conv/depthwise/pool vs numpy, PyTorch, "
                "scipy (issue 4)")
 
 EXAMPLES = common.REPO_ROOT / "examples"
-BLOCK = 16  # channel block of the packed layouts: one AVX-512 vector of fp32
+BLOCK = lanes("float32")  # channel block of the packed layouts: one vector register of fp32
 
 # ---------------------------------------------------------------------------------------
 # cases

@@ -3,7 +3,7 @@
 Shared by the suites that report "% of peak" (``cpu``, ``ops``):
 
 * **peak FLOP/s** (:func:`bench_peak`): per thread, ``R`` independent accumulator vectors of
-  16 fp32 lanes (one AVX-512 register each) updated by ``acc += x * w[t]`` for ``T`` steps —
+  ``VL`` fp32 lanes (one vector register each) updated by ``acc += x * w[t]`` for ``T`` steps —
   ``R`` independent FMA chains at full vector width, operands in registers;
 * **memory bandwidth** (:func:`bench_triad`): a STREAM-style triad ``a = b + 3 * c`` on arrays
   far larger than the caches (3 x 4 bytes counted per element, as STREAM does).
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks import common
+from kiln.topi.x86 import lanes as _lanes
 
-VL = 16  # fp32 lanes of one AVX-512 register
+VL = _lanes("float32")  # fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,9 +10,10 @@
 * a ``local`` write cache of each tile (``cache_write`` + ``compute_at``) holds the
   ``mr x bn`` accumulators; the reduction is split by ``ku`` and its inner part unrolled,
   the ``mr`` rows unrolled, and the ``bn`` columns split into ``bn / vl`` unrolled machine
-  vectors of ``vl`` lanes (16 fp32 = one AVX-512 register), so the inner body is
-  ``mr * bn / vl`` independent FMAs on register-resident accumulators (6 x 4 = 24 zmm by
-  default), each reusing one broadcast A value and ``bn / vl`` B vectors.
+  vectors of ``vl`` lanes (by default one register of this machine: 16 fp32 with AVX-512,
+  8 with AVX2), so the inner body is ``mr * bn / vl`` independent FMAs on register-resident
+  accumulators (by default 6 x 4 = 24 of AVX-512's 32 registers, 6 x 2 = 12 of AVX2's 16),
+  each reusing one broadcast A value and ``bn / vl`` B vectors.
 
 Run ``python examples/cpu/gemm.py`` to print the lowered IR; docs/performance.md has figures.
 """
@@ -21,11 +22,24 @@ import kiln as tvm
 from kiln import te
 
 
-def gemm_schedule(N, mr=6, bn=64, ku=4, vl=16, pack_a=False, pack_b_in_panel=True, M=None,
+def default_tile():
+    """``(vl, bn)`` for this machine: one vector register of fp32 lanes, and panels of 4
+    vectors with 32 vector registers (AVX-512), else 2."""
+    from kiln.topi.x86 import lanes, vector_registers
+
+    vl = lanes("float32")
+    return vl, vl * (4 if vector_registers() >= 32 else 2)
+
+
+def gemm_schedule(N, mr=6, bn=None, ku=4, vl=None, pack_a=False, pack_b_in_panel=True, M=None,
                   K=None):
     """Schedule of ``C[i, j] = sum_k A[i, k] * B[k, j]`` (A: M x K, B: K x N; M = K = N by
     default). Returns ``s, (A, B, C)``. Any sizes work; non-multiples of the tiles are
-    handled by the packing stage (zero fill) and kiln's loop bound guards."""
+    handled by the packing stage (zero fill) and kiln's loop bound guards. ``vl``/``bn``
+    default to :func:`default_tile`."""
+    auto_vl, auto_bn = default_tile()
+    vl = vl or auto_vl
+    bn = bn or auto_bn
     M = N if M is None else M
     K = N if K is None else K
     A = te.placeholder((M, K), name="A")

@@ -3,13 +3,17 @@
 Each builder returns ``s, args`` for batch 1, fp32, data already packed as
 ``(1, C/cb, H, W, cb)`` (the layout conversion is not part of the kernel):
 
-* ``conv2d(c, n, f=None, k=3, stride=1, cb=16, ob=32)``: ``topi.nn.conv2d_NCHWc`` with
-  output blocks of 32 channels and :func:`schedule_conv2d_wide` (``ob=None``: topi's
-  ``schedule_conv2d_NCHWc``); kernel ``(F/ob, C/cb, k, k, cb, ob)``;
-* ``depthwise(c, n, k=3, stride=1, cb=16)``: ``topi.nn.depthwise_conv2d_NCHWc``, parallel
+* ``conv2d(c, n, f=None, k=3, stride=1, cb=V, ob="auto")``: ``topi.nn.conv2d_NCHWc``
+  with output blocks of ``ob`` channels and :func:`schedule_conv2d_wide` (``ob=None``:
+  topi's ``schedule_conv2d_NCHWc``); kernel ``(F/ob, C/cb, k, k, cb, ob)``;
+* ``depthwise(c, n, k=3, stride=1, cb=V)``: ``topi.nn.depthwise_conv2d_NCHWc``, parallel
   per channel block with the padding computed inside; kernel ``(C/cb, 1, k, k, 1, cb)``;
-* ``pool(kind, c, n, k=3, stride=2, pad=1, cb=16)``: ``topi.nn.pool2d`` (``"max"``/``"avg"``,
+* ``pool(kind, c, n, k=3, stride=2, pad=1, cb=V)``: ``topi.nn.pool2d`` (``"max"``/``"avg"``,
   padding counted) with ``topi.x86.schedule_pool``.
+
+``V`` is the number of fp32 lanes of one vector register of this machine (16 with AVX-512,
+8 with AVX2: :func:`kiln.topi.x86.lanes`); the register tiles are sized to its number of
+vector registers (32 or 16).
 
 On top of the topi schedules, :func:`unroll_pad_block` unrolls the channel-block loop of the
 padding stage: its condition (inside the image or not) does not depend on that loop, and
@@ -20,6 +24,19 @@ Measured with topi's depthwise schedule: 512@14² 0.15 -> 0.075 ms, 256@56² 1.4
 """
 
 from kiln import te, topi
+from kiln.topi.x86 import lanes, vector_registers
+
+
+def _lanes():
+    return lanes("float32")
+
+
+def wide_block(c: int) -> int:
+    """The conv output block :func:`schedule_conv2d_wide` is made for: 2 vectors with 32
+    vector registers, 1 vector with 16."""
+    v = _lanes()
+    ob = 2 * v if vector_registers() >= 32 else v
+    return ob if c % ob == 0 else v
 
 
 def unroll_pad_block(s, out):
@@ -36,12 +53,16 @@ def unroll_pad_block(s, out):
     return s
 
 
-def conv2d(c, n, f=None, k=3, stride=1, cb=16, ob=32, vl=16):
+def conv2d(c, n, f=None, k=3, stride=1, cb=None, ob="auto", vl=None):
     """``topi.nn.conv2d_NCHWc`` with input blocks of ``cb`` and output blocks of ``ob``
     channels (kernel ``(F/ob, C/cb, k, k, cb, ob)``, output ``(1, F/ob, OH, OW, ob)``),
     scheduled by :func:`schedule_conv2d_wide`. ``ob=None``: output blocks of ``cb`` and
     ``topi.x86.schedule_conv2d_NCHWc`` (plus :func:`unroll_pad_block`)."""
     f = c if f is None else f
+    cb = cb or _lanes()
+    vl = vl or _lanes()
+    if ob == "auto":
+        ob = wide_block(f)
     data = te.placeholder((1, c // cb, n, n, cb), name="data")
     kernel = te.placeholder((f // (ob or cb), c // cb, k, k, cb, ob or cb), name="kernel")
     out = topi.nn.conv2d_NCHWc(data, kernel, stride, k // 2, 1)
@@ -52,11 +73,24 @@ def conv2d(c, n, f=None, k=3, stride=1, cb=16, ob=32, vl=16):
     return s, (data, kernel, out)
 
 
-def schedule_conv2d_wide(out, vl=16):
-    """A register block of ``rw`` output pixels x the whole output block (``ob`` = 2 vectors
-    of ``vl`` lanes): ``2 * rw`` accumulators, so each broadcast input value feeds two FMAs
-    and each kernel vector ``rw`` of them (topi's plan feeds one FMA per broadcast). ``rw``
-    is 14 where it divides the width (28 accumulators of AVX-512's 32 registers), else 7.
+def register_pixels(ow: int, vectors: int) -> int:
+    """Output pixels of a register block of ``vectors`` accumulators per pixel: the largest
+    divisor of the width whose accumulators fit the vector registers (leaving 4 for the
+    operands; 14 x 2 of AVX-512's 32), else one that spills a register or two, else a
+    block with a tail."""
+    budget = (vector_registers() - 4) // vectors
+    for limit in (budget, budget + 2 // vectors):
+        rw = max(d for d in range(1, min(ow, limit) + 1) if ow % d == 0)
+        if rw >= 4 or rw == ow:
+            return rw
+    return min(ow, budget)
+
+
+def schedule_conv2d_wide(out, vl=None):
+    """A register block of ``rw`` output pixels x the whole output block (``ob`` = one or
+    two vectors of ``vl`` lanes): ``rw * ob / vl`` accumulators, so each broadcast input
+    value feeds ``ob / vl`` FMAs and each kernel vector ``rw`` of them. ``rw`` from
+    :func:`register_pixels` (14 x 2 vectors on AVX-512, 8 x 1 on AVX2 at 56² and 28²).
     Parallel over output rows, or over output channel blocks for images of 7 rows or less;
     the padding stage at the root, parallel over channel blocks, its block axis unrolled."""
     s = te.create_schedule(out.op)
@@ -65,7 +99,8 @@ def schedule_conv2d_wide(out, vl=16):
         if "pad" in (t.op.tag or "").split(","):
             s[t].parallel(t.op.axis[1])
     _, occ, oh, ow, ob = (int(d) for d in out.shape)
-    rw = 14 if ow % 14 == 0 else min(ow, 7)
+    vl = vl or min(ob, _lanes())
+    rw = register_pixels(ow, ob // vl)
     local = s.cache_write(out, "local")
     b, oc, y, x, o = out.op.axis
     xo, xi = s[out].split(x, factor=rw)
@@ -87,13 +122,15 @@ def schedule_conv2d_wide(out, vl=16):
     return s
 
 
-def depthwise(c, n, k=3, stride=1, cb=16, rw=14):
+def depthwise(c, n, k=3, stride=1, cb=None, rw=None):
     """``topi.nn.depthwise_conv2d_NCHWc`` scheduled per channel block: the blocks run in
     parallel, each computes its padded plane (block axis unrolled) just before its
     convolution, so the plane is still in cache and the call has one parallel region
     (topi's schedule pads the whole input first, in a region of its own, then runs the
     rows in parallel: 2x slower at 256@56²). Register blocks of ``rw`` pixels (or the row)
     x one vector of ``cb`` lanes, the kernel window outside."""
+    cb = cb or _lanes()
+    rw = rw or register_pixels(n, 1)
     data = te.placeholder((1, c // cb, n, n, cb), name="data")
     kernel = te.placeholder((c // cb, 1, k, k, 1, cb), name="kernel")
     out = topi.nn.depthwise_conv2d_NCHWc(data, kernel, stride, k // 2, 1)
@@ -118,7 +155,8 @@ def depthwise(c, n, k=3, stride=1, cb=16, rw=14):
     return s, (data, kernel, out)
 
 
-def pool(kind, c, n, k=3, stride=2, pad=1, cb=16):
+def pool(kind, c, n, k=3, stride=2, pad=1, cb=None):
+    cb = cb or _lanes()
     data = te.placeholder((1, c // cb, n, n, cb), name="data")
     layout = f"NCHW{cb}c"
     out = topi.nn.pool2d(data, k, stride, 1, pad, kind, layout=layout, count_include_pad=True)

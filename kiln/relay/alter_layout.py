@@ -8,9 +8,10 @@ What the pass guarantees:
   are packed here, at compile time (``OIHW`` -> ``OIHW{ib}i{ob}o``, depthwise
   ``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``); a conv bias becomes an ``add`` of a
   packed ``[C/b, 1, 1, b]`` constant (fused into the conv's kernel);
-* a tensor of ``C`` channels is packed by :func:`channel_block` ``(C)`` (16 when it divides,
-  else the largest power-of-two divisor ≥ 4, else ``C`` itself when ``C ≤ 16``, else the
-  largest divisor ≤ 16). A convolution reads its input in whatever block its producer wrote
+* a tensor of ``C`` channels is packed by :func:`channel_block` ``(C)``: ``b`` = the float32
+  lanes of one vector register (16 with AVX-512, 8 with AVX2) when it divides, else the
+  largest power-of-two divisor ≥ 4, else ``C`` itself when ``C ≤ b``, else the largest
+  divisor ≤ ``b``. A convolution reads its input in whatever block its producer wrote
   (the input block is only a split of the reduction), so consecutive convolutions need no
   transform; the 3-channel stem reads ``NCHW3c`` (one block of the 3 channels, no padding);
 * elementwise / broadcast operators (relu, clip, sigmoid, tanh, leaky relu, add, subtract,
@@ -43,12 +44,17 @@ UNARY = {"relu", "clip", "sigmoid", "tanh", "leaky_relu"}
 BINARY = {"add", "subtract", "multiply", "divide"}
 POOLS = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"}
 
-#: the preferred channel block (one AVX-512 vector of float32)
-BLOCK = 16
+def preferred_block() -> int:
+    """The preferred channel block: float32 lanes of one vector register of this machine
+    (16 with AVX-512, 8 with AVX2)."""
+    from kiln.topi.x86._common import lanes
+
+    return max(4, lanes("float32"))
 
 
 def channel_block(c: int) -> int:
     """The channel block of a tensor with ``c`` channels."""
+    BLOCK = preferred_block()  # noqa: N806
     if c % BLOCK == 0:
         return BLOCK
     b = BLOCK // 2

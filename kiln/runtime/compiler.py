@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import CompileError
 
@@ -27,6 +28,8 @@ __all__ = [
     "cache_dir",
     "find_compiler",
     "compiler_version",
+    "host_simd",
+    "HostSIMD",
     "build_flags",
     "compile_shared",
     "compile_asm",
@@ -248,6 +251,43 @@ def _workaround_flags(command: tuple[str, ...]) -> list[str]:
     if ("gcc" in first.lower() or "GCC" in first) and re.search(r"\s12\.\d+\.\d+", first):
         return ["-fno-tree-loop-if-convert"]
     return []
+
+
+class HostSIMD(NamedTuple):
+    """The vector unit that ``-march=native`` builds target on this machine."""
+
+    isa: str  # "avx512", "avx2", "avx", "neon", "sse2" or "generic"
+    vector_bytes: int  # bytes of one vector register
+    registers: int  # architectural vector registers
+
+
+#: (predefined macro, ISA, vector bytes, vector registers), widest first
+_SIMD_MACROS = (("__AVX512F__", "avx512", 64, 32), ("__AVX2__", "avx2", 32, 16),
+                ("__AVX__", "avx", 32, 16), ("__aarch64__", "neon", 16, 32),
+                ("__SSE2__", "sse2", 16, 16))
+
+
+@functools.cache
+def host_simd() -> HostSIMD:
+    """The widest vector ISA the C compiler enables with ``-march=native`` here, read from
+    its predefined macros (so it is what kiln's builds really use). ``KILN_VECTOR_BYTES``
+    (16, 32 or 64) overrides it; without a working compiler: 16-byte vectors."""
+    env = os.environ.get("KILN_VECTOR_BYTES", "")
+    if env:
+        for _, isa, nbytes, regs in _SIMD_MACROS:
+            if str(nbytes) == env.strip():
+                return HostSIMD(isa, nbytes, regs)
+        raise ValueError(f"KILN_VECTOR_BYTES must be 16, 32 or 64, got {env!r}")
+    try:
+        res = subprocess.run([*_compiler_command(), "-march=native", "-dM", "-E", "-x", "c",
+                              os.devnull], capture_output=True, text=True, timeout=60)
+        macros = set(re.findall(r"#define (\w+)", res.stdout))
+    except (OSError, subprocess.SubprocessError, CompileError):
+        macros = set()
+    for macro, isa, nbytes, regs in _SIMD_MACROS:
+        if macro in macros:
+            return HostSIMD(isa, nbytes, regs)
+    return HostSIMD("generic", 16, 16)
 
 
 def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "lib") -> str:

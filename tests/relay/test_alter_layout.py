@@ -78,9 +78,15 @@ def _run_and_check(m, lib):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
 
 
-def test_channel_block():
-    assert [channel_block(c) for c in (64, 48, 24, 8, 3, 10, 36, 20, 34)] == \
-        [16, 16, 8, 8, 3, 10, 4, 4, 2]
+@pytest.mark.parametrize("vector, blocks", [
+    (16, [16, 16, 8, 8, 3, 10, 4, 4, 2]),  # AVX-512: 16 fp32 lanes
+    (8, [8, 8, 8, 8, 3, 5, 4, 4, 2]),  # AVX2: 8 fp32 lanes
+])
+def test_channel_block(monkeypatch, vector, blocks):
+    from kiln.relay import alter_layout
+
+    monkeypatch.setattr(alter_layout, "preferred_block", lambda: vector)
+    assert [channel_block(c) for c in (64, 48, 24, 8, 3, 10, 36, 20, 34)] == blocks
 
 
 def test_weight_packing_matches_layout_transform():

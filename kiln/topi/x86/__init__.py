@@ -10,6 +10,7 @@ operations it finds.
 from __future__ import annotations
 
 from ..utils import all_ops, as_list
+from ._common import lanes, vector_registers
 from .conv2d import (
     schedule_conv2d_nchw,
     schedule_conv2d_NCHWc,
@@ -81,5 +82,5 @@ __all__ = [
     "schedule_depthwise_conv2d_nchw", "schedule_depthwise_conv2d_NCHWc", "schedule_dense",
     "schedule_matmul", "schedule_batch_matmul", "schedule_pool", "schedule_adaptive_pool",
     "schedule_global_pool", "schedule_softmax", "schedule_layer_norm", "schedule_auto",
-    "schedule_extern", "SCHEDULE_BY_TAG",
+    "schedule_extern", "SCHEDULE_BY_TAG", "lanes", "vector_registers",
 ]

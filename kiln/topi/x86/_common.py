@@ -7,14 +7,25 @@ import os
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call
 from kiln.ir.functor import post_order_visit
+from kiln.runtime.compiler import host_simd
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 
 from .. import tag as _tag
 from ..utils import all_ops, get_const_int, input_tensors, is_const_int
 
-#: Bytes of one SIMD register the schedules target (AVX-512; on narrower machines the C
-#: compiler splits a 64-byte vector into two or four registers).
-VECTOR_BYTES = 64
+
+def vector_bytes() -> int:
+    """Bytes of one SIMD register of this machine (64 with AVX-512, 32 with AVX2, 16 with
+    SSE/NEON): the schedules' vectors are exactly one register wide, because a wider vector
+    type makes the C compiler split every operation and spill (measured 25x slower for a
+    16-lane convolution on an AVX2 machine)."""
+    return host_simd().vector_bytes
+
+
+def vector_registers() -> int:
+    """Architectural vector registers (32 with AVX-512 or NEON, else 16): the budget of a
+    register tile (accumulators + operands)."""
+    return host_simd().registers
 
 #: Below this many output elements a loop nest stays sequential (an OpenMP fork costs more).
 PARALLEL_MIN_ELEMS = 16384
@@ -25,7 +36,7 @@ _EXPENSIVE = {"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "s
 
 def lanes(dtype: str) -> int:
     """Elements of ``dtype`` in one vector register."""
-    return max(1, VECTOR_BYTES // dt.itemsize(dt.element_of(dtype)))
+    return max(1, vector_bytes() // dt.itemsize(dt.element_of(dtype)))
 
 
 def num_threads() -> int:
@@ -235,8 +246,8 @@ def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
 
 
 __all__ = [
-    "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "lanes", "num_threads", "const_extent", "numel",
-    "work", "worth_parallel",
+    "vector_bytes", "vector_registers", "PARALLEL_MIN_ELEMS", "lanes", "num_threads",
+    "const_extent", "numel", "work", "worth_parallel",
     "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
     "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
     "find_anchor", "pad_stage_of", "schedule_pad",
