@@ -245,6 +245,21 @@ def _add_triad(cands: dict[str, Candidate], env: dict[str, Any], count: int) -> 
                                truth=np.full(count, 7.0))
 
 
+def _binary_op(mod, a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...], op: str
+               ) -> tuple[dict[str, Any], dict[str, Candidate]]:
+    """``env, cands`` for a kiln module computing ``C = op(A, B)``: kiln, numpy's
+    ``np.<op>(a, b, out=c)`` and (when installed) ``torch.<op>(ta, tb, out=tc)``."""
+    A, B, C = _nd(a, b, np.empty(out_shape, "float32"))
+    c = np.empty(out_shape, "float32")
+    env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
+    cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
+             "numpy": Candidate(f"np.{op}(a, b, out=c)", _np_out)}
+    _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
+                                      "tc": t.from_numpy(np.empty(out_shape, "float32"))},
+               f"torch.{op}(ta, tb, out=tc)")
+    return env, cands
+
+
 def vector_add_case(n: int, factor: int, triad: bool = False) -> Callable[[], Prepared]:
     def prepare():
         ex = load_example("book", "ch4_3_vector_add")
@@ -252,14 +267,7 @@ def vector_add_case(n: int, factor: int, triad: bool = False) -> Callable[[], Pr
         mod, bs = _build(s, args)
         rng = _rng("vadd", n)
         a, b = _normal(rng, n), _normal(rng, n)
-        A, B, C = _nd(a, b, np.empty(n, "float32"))
-        c = np.empty(n, "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.add(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty(n, "float32"))},
-                   "torch.add(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n,), "add")
         if triad:
             _add_triad(cands, env, n)
         return Prepared(env, cands, a.astype(np.float64) + b, bs)
@@ -273,14 +281,7 @@ def broadcast_add_case(n: int, triad: bool = False) -> Callable[[], Prepared]:
         mod, bs = _build(s, args)
         rng = _rng("bcast", n)
         a, b = _normal(rng, (n, 1)), _normal(rng, (n, n))
-        A, B, C = _nd(a, b, np.empty((n, n), "float32"))
-        c = np.empty((n, n), "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.add(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty((n, n), "float32"))},
-                   "torch.add(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n, n), "add")
         if triad:
             _add_triad(cands, env, n * n)
         return Prepared(env, cands, a.astype(np.float64) + b, bs)
@@ -294,14 +295,7 @@ def matmul_case(n: int) -> Callable[[], Prepared]:
         mod, bs = _build(s, args)
         rng = _rng("matmul", n)
         a, b = _normal(rng, (n, n)), _normal(rng, (n, n))
-        A, B, C = _nd(a, b, np.empty((n, n), "float32"))
-        c = np.empty((n, n), "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.matmul(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty((n, n), "float32"))},
-                   "torch.matmul(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n, n), "matmul")
         return Prepared(env, cands, a.astype(np.float64) @ b, bs)
     return prepare
 
