@@ -11,8 +11,10 @@ Nothing here asserts anything about timings: the suites measure and report, noth
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -24,10 +26,21 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "results"
+
+
+def load_example(folder: str, name: str) -> ModuleType:
+    """Import ``examples/<folder>/<name>.py`` by path (examples/ is not a package), as a
+    fresh module that is not entered in ``sys.modules``."""
+    path = REPO_ROOT / "examples" / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kiln_example_{folder}_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 # ---------------------------------------------------------------------------------------
 # Timing
@@ -314,8 +327,9 @@ def load_average() -> list[float] | None:
         return None
 
 
-def machine_info() -> dict[str, Any]:
-    """What the numbers were measured on."""
+def machine_info(load_start: list[float] | None = None) -> dict[str, Any]:
+    """What the numbers were measured on; with ``load_start`` (the :func:`load_average` taken
+    when the run began) also ``load_average_start``, which :func:`load_lines` reports."""
     import numpy as np
 
     model, physical = _cpuinfo()
@@ -336,7 +350,7 @@ def machine_info() -> dict[str, Any]:
         call_backend = fastcall.backend()
     except Exception as e:
         kiln_version, call_backend = f"unavailable ({e})", "?"
-    return {
+    info = {
         "cpu_model": model or platform.processor() or platform.machine(),
         "logical_cpus": os.cpu_count(),
         "physical_cores": physical,
@@ -354,6 +368,9 @@ def machine_info() -> dict[str, Any]:
         "load_average": load_average(),
         "c_compiler": _compiler(),
     }
+    if load_start is not None:
+        info["load_average_start"] = load_start
+    return info
 
 
 def machine_lines(m: Mapping[str, Any]) -> list[str]:
@@ -402,6 +419,58 @@ def load_lines(m: Mapping[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # Reports
 # ---------------------------------------------------------------------------------------
+
+
+def results_dir(out_dir: str | Path | None = None) -> Path:
+    """The folder a suite writes to (``out_dir``, default ``results/``), created."""
+    out = Path(out_dir or RESULTS_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def run_date(started: float) -> str:
+    """``started`` (a ``time.time()``) as the reports give it: local ISO date, to the second."""
+    return _dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+
+
+def write_results(name: str, data: Mapping[str, Any], markdown: str,
+                  out_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """Every suite's output: ``data`` as ``<out_dir>/<name>.json`` (indented, values JSON
+    does not know written as ``str``) and ``markdown`` as ``<out_dir>/<name>.md``.
+    Returns both paths."""
+    out = results_dir(out_dir)
+    json_path = out / f"{name}.json"
+    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    md_path = out / f"{name}.md"
+    md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path
+
+
+def show_report(text: str, md_path: Path, verbose: bool = True) -> None:
+    """Print a suite's markdown report and where it and its JSON were written."""
+    if verbose:
+        print(text)
+        print(f"written: {md_path} and {md_path.with_suffix('.json')}")
+
+
+def progress(name: str, verbose: bool = True) -> Callable[[str], None]:
+    """``say(msg)``: a progress line ``[name] msg`` on stderr (nothing unless ``verbose``)."""
+
+    def say(msg: str) -> None:
+        if verbose:
+            print(f"[{name}] {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def suite_parser(name: str, description: str, quick_help: str = "fewer repeats"
+                 ) -> argparse.ArgumentParser:
+    """The command line of ``python -m benchmarks.<name>``: ``--quick`` and ``--out``; a
+    suite adds its own options."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description)
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--out", default=None, help="results directory (default: results/)")
+    return p
 
 
 @dataclass
@@ -472,14 +541,13 @@ def write_report(
     details: Mapping[str, Any],
     started: float,
     duration_s: float,
-    out_dir: Path | None = None,
+    out_dir: str | Path | None = None,
     title: str = "",
 ) -> tuple[Path, Path, str]:
-    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md``; return both paths and the
-    markdown text."""
-    out = Path(out_dir or RESULTS_DIR)
-    out.mkdir(parents=True, exist_ok=True)
-    when = _dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+    """The report of a suite whose results are a list of :class:`Figure`: write
+    ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md`` (a table of the figures) with
+    :func:`write_results`; return both paths and the markdown text."""
+    when = run_date(started)
     data = {
         "suite": name,
         "date": when,
@@ -493,8 +561,6 @@ def write_report(
         ],
         "details": dict(details),
     }
-    json_path = out / f"{name}.json"
-    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     md = [
         f"# {title or name} benchmarks",
         "",
@@ -509,8 +575,7 @@ def write_report(
         "",
     ]
     text = "\n".join(md)
-    md_path = out / f"{name}.md"
-    md_path.write_text(text, encoding="utf-8")
+    json_path, md_path = write_results(name, data, text, out_dir)
     return json_path, md_path, text
 
 

@@ -17,11 +17,8 @@ against N beside numpy). Nothing here asserts on timings.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
-import importlib.util
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -40,16 +37,6 @@ from benchmarks.foundation import fresh_cache  # noqa: E402
 NAME = "cpu"
 DESCRIPTION = "GEMM fp32 256-2048 vs numpy, peak FMA FLOP/s and triad bandwidth (issue 4)"
 
-GEMM_EXAMPLE = common.REPO_ROOT / "examples" / "cpu" / "gemm.py"
-
-
-def _gemm_module():
-    spec = importlib.util.spec_from_file_location("kiln_example_cpu_gemm", GEMM_EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # ---------------------------------------------------------------------------------------
 # GEMM
 # ---------------------------------------------------------------------------------------
@@ -61,7 +48,7 @@ def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None, threads: int | No
     to that many threads (``peak_gflops`` is then the peak of that many threads)."""
     import kiln
 
-    ex = _gemm_module()
+    ex = common.load_example("cpu", "gemm")
     rows = []
     for n in sizes or cfg["sizes"]:
         t0 = time.perf_counter()
@@ -170,13 +157,8 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     t0 = time.perf_counter()
     cfg = settings(quick)
     load_start = common.load_average()
-    out = Path(out_dir or common.RESULTS_DIR)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def say(msg):
-        if verbose:
-            print(f"[{NAME}] {msg}", file=sys.stderr, flush=True)
-
+    out = common.results_dir(out_dir)
+    say = common.progress(NAME, verbose)
     say("peak FMA and triad ...")
     measured = peak_mod.measure(cfg)
     peak, triad = measured["peak"], measured["triad"]
@@ -192,16 +174,13 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         except RuntimeError as e:  # no threadpoolctl
             say(f"skipped: {e}")
     plot = plot_gemm(gemm, out / f"{NAME}_gemm.png")
-    machine = common.machine_info()
-    machine["load_average_start"] = load_start
+    machine = common.machine_info(load_start)
     duration = time.perf_counter() - t0
-    when = common._dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+    when = common.run_date(started)
     data = {"suite": NAME, "date": when, "duration_s": round(duration, 2), "machine": machine,
             "settings": cfg, "peak": peak, "triad": triad,
             "peak_1thread": measured["peak_1thread"], "gemm": gemm,
             "command": "python -m benchmarks cpu" + (" --quick" if quick else "")}
-    (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str) + "\n",
-                                      encoding="utf-8")
     md = [
         "# CPU benchmarks (GEMM, peak)",
         "",
@@ -218,19 +197,14 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         "",
     ]
     text = "\n".join(md)
-    md_path = out / f"{NAME}.md"
-    md_path.write_text(text, encoding="utf-8")
-    if verbose:
-        print(text)
-        print(f"written: {md_path} and {md_path.with_suffix('.json')}")
+    _, md_path = common.write_results(NAME, data, text, out)
+    common.show_report(text, md_path, verbose)
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.cpu", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true", help="fewer repeats (about a minute)")
-    p.add_argument("--out", default=None, help="results directory (default: results/)")
-    args = p.parse_args(argv)
+    args = common.suite_parser(NAME, DESCRIPTION, "fewer repeats (about a minute)").parse_args(
+        argv)
     run(quick=args.quick, out_dir=args.out)
     return 0
 

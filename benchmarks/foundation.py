@@ -15,7 +15,6 @@ figure means and how it is measured: docs/benchmarks.md.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -493,17 +492,14 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             figures += figs
             details[name] = det
             gc.collect()
-        machine = common.machine_info()
-    machine["load_average_start"] = load_start
+        machine = common.machine_info(load_start)
     shown = {k: v for k, v in cfg.items() if k != "profile_dir"}
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings=shown, details=details, started=started,
         duration_s=time.perf_counter() - t0, out_dir=out, title="Foundation")
-    if verbose:
-        print(text)
-        print(f"written: {md_path} and {md_path.with_suffix('.json')}")
-        if profile:
-            _print_profiles(out)
+    common.show_report(text, md_path, verbose)
+    if verbose and profile:
+        _print_profiles(out)
     return text
 
 
@@ -518,10 +514,8 @@ def _print_profiles(out: Path, top: int = 15) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.foundation", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true",
-                   help="fewer repeats, 10^4 calls and 200 builds (about a minute)")
-    p.add_argument("--out", default=None, help="results directory (default: results/)")
+    p = common.suite_parser(NAME, DESCRIPTION,
+                            "fewer repeats, 10^4 calls and 200 builds (about a minute)")
     p.add_argument("--profile", action="store_true",
                    help="also cProfile one cold and one warm build and print the hot spots")
     args = p.parse_args(argv)

@@ -12,8 +12,6 @@ NVRTC, and the report says that nothing was timed.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -27,25 +25,18 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
+from benchmarks.common import load_example  # noqa: E402
 
 NAME = "gpu"
 DESCRIPTION = "CUDA: SGEMM, conv1d, depthwise, the book's conv vs PyTorch (needs a GPU)"
 
 
-def _example(folder: str, name: str):
-    path = common.REPO_ROOT / "examples" / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"kiln_example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def workloads(quick: bool) -> list[dict[str, Any]]:
     """Each workload: its kiln schedule, input shapes, FLOPs and the PyTorch reference."""
-    gemm = _example("assignment", "gemm_gpu")
-    conv1d = _example("assignment", "conv1d_gpu")
-    dwsp = _example("assignment", "dwsp_conv2d_gpu")
-    ch5 = _example("book", "ch5_gpu")
+    gemm = load_example("assignment", "gemm_gpu")
+    conv1d = load_example("assignment", "conv1d_gpu")
+    dwsp = load_example("assignment", "dwsp_conv2d_gpu")
+    ch5 = load_example("book", "ch5_gpu")
     out = []
     for n in ([1024, 2048] if quick else [1024, 2048, 4096]):
         s, A, B, C = gemm.make_gemm_gpu_scheduler(n, n, n)
@@ -145,18 +136,13 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
         details=details, started=started, duration_s=time.perf_counter() - t0,
-        out_dir=Path(out_dir) if out_dir else None, title="GPU (CUDA)")
-    if verbose:
-        print(text)
-        print(f"written: {md_path}")
+        out_dir=out_dir, title="GPU (CUDA)")
+    common.show_report(text, md_path, verbose)
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
+    args = common.suite_parser(NAME, DESCRIPTION).parse_args(argv)
     run(quick=args.quick, out_dir=args.out)
     return 0
 

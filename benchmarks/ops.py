@@ -26,10 +26,7 @@ PyTorch, as the book draws them). Nothing here asserts on timings.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import importlib.util
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +41,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/ops.py`
 
 from benchmarks import common  # noqa: E402
 from benchmarks import peak as peak_mod  # noqa: E402
+from benchmarks.common import load_example  # noqa: E402
 from benchmarks.foundation import fresh_cache  # noqa: E402
 from kiln.topi.x86 import lanes  # noqa: E402
 
@@ -51,7 +49,6 @@ NAME = "ops"
 DESCRIPTION = ("book ch. 4 operators, conv1d, ResNet-18 conv/depthwise/pool vs numpy, PyTorch, "
                "scipy (issue 4)")
 
-EXAMPLES = common.REPO_ROOT / "examples"
 BLOCK = lanes("float32")  # channel block of the packed layouts: one vector register of fp32
 
 # ---------------------------------------------------------------------------------------
@@ -99,14 +96,6 @@ class Case:
 
 
 GROUPS: dict[str, str] = {}  # group -> title, in report order
-
-
-def _example(folder: str, name: str):
-    path = EXAMPLES / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"kiln_example_{folder}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _torch():
@@ -257,21 +246,29 @@ def _add_triad(cands: dict[str, Candidate], env: dict[str, Any], count: int) -> 
                                truth=np.full(count, 7.0))
 
 
+def _binary_op(mod, a: np.ndarray, b: np.ndarray, out_shape: tuple[int, ...], op: str
+               ) -> tuple[dict[str, Any], dict[str, Candidate]]:
+    """``env, cands`` for a kiln module computing ``C = op(A, B)``: kiln, numpy's
+    ``np.<op>(a, b, out=c)`` and (when installed) ``torch.<op>(ta, tb, out=tc)``."""
+    A, B, C = _nd(a, b, np.empty(out_shape, "float32"))
+    c = np.empty(out_shape, "float32")
+    env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
+    cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
+             "numpy": Candidate(f"np.{op}(a, b, out=c)", _np_out)}
+    _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
+                                      "tc": t.from_numpy(np.empty(out_shape, "float32"))},
+               f"torch.{op}(ta, tb, out=tc)")
+    return env, cands
+
+
 def vector_add_case(n: int, factor: int, triad: bool = False) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("book", "ch4_3_vector_add")
+        ex = load_example("book", "ch4_3_vector_add")
         s, args = ex.vectorized(n, factor=factor, min_parallel=1 << 16)
         mod, bs = _build(s, args)
         rng = _rng("vadd", n)
         a, b = _normal(rng, n), _normal(rng, n)
-        A, B, C = _nd(a, b, np.empty(n, "float32"))
-        c = np.empty(n, "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.add(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty(n, "float32"))},
-                   "torch.add(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n,), "add")
         if triad:
             _add_triad(cands, env, n)
         return Prepared(env, cands, a.astype(np.float64) + b, bs)
@@ -280,19 +277,12 @@ def vector_add_case(n: int, factor: int, triad: bool = False) -> Callable[[], Pr
 
 def broadcast_add_case(n: int, triad: bool = False) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("book", "ch4_4_broadcast_add")
+        ex = load_example("book", "ch4_4_broadcast_add")
         s, args = ex.good_schedule(n, min_parallel=1 << 16)
         mod, bs = _build(s, args)
         rng = _rng("bcast", n)
         a, b = _normal(rng, (n, 1)), _normal(rng, (n, n))
-        A, B, C = _nd(a, b, np.empty((n, n), "float32"))
-        c = np.empty((n, n), "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.add(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty((n, n), "float32"))},
-                   "torch.add(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n, n), "add")
         if triad:
             _add_triad(cands, env, n * n)
         return Prepared(env, cands, a.astype(np.float64) + b, bs)
@@ -301,19 +291,12 @@ def broadcast_add_case(n: int, triad: bool = False) -> Callable[[], Prepared]:
 
 def matmul_case(n: int) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("book", "ch4_6_blocking")
+        ex = load_example("book", "ch4_6_blocking")
         s, args = ex.cached_block(n)
         mod, bs = _build(s, args)
         rng = _rng("matmul", n)
         a, b = _normal(rng, (n, n)), _normal(rng, (n, n))
-        A, B, C = _nd(a, b, np.empty((n, n), "float32"))
-        c = np.empty((n, n), "float32")
-        env = {"mod": mod, "A": A, "B": B, "C": C, "a": a, "b": b, "c": c, "np": np}
-        cands = {"kiln": Candidate("mod(A, B, C)", lambda r: C.numpy()),
-                 "numpy": Candidate("np.matmul(a, b, out=c)", _np_out)}
-        _add_torch(cands, env, lambda t: {"ta": t.from_numpy(a), "tb": t.from_numpy(b),
-                                          "tc": t.from_numpy(np.empty((n, n), "float32"))},
-                   "torch.matmul(ta, tb, out=tc)")
+        env, cands = _binary_op(mod, a, b, (n, n), "matmul")
         return Prepared(env, cands, a.astype(np.float64) @ b, bs)
     return prepare
 
@@ -321,9 +304,9 @@ def matmul_case(n: int) -> Callable[[], Prepared]:
 def book_conv_case(c: int, n: int, k: int, packed: bool) -> Callable[[], Prepared]:
     def prepare():
         if packed:
-            s, args = _example("book", "ch4_8_packed_conv").cached_block(c, c, n, k, 1, 1)
+            s, args = load_example("book", "ch4_8_packed_conv").cached_block(c, c, n, k, 1, 1)
         else:
-            s, args = _example("book", "ch4_7_conv").cached_block(c, c, n, k, 1, 1)
+            s, args = load_example("book", "ch4_7_conv").cached_block(c, c, n, k, 1, 1)
         mod, bs = _build(s, args)
         rng = _rng("conv", c, n, k)
         x, w = _normal(rng, (c, n, n)), _normal(rng, (c, c, k, k))
@@ -341,7 +324,7 @@ def book_conv_case(c: int, n: int, k: int, packed: bool) -> Callable[[], Prepare
 
 def book_depthwise_case(c: int, n: int, k: int) -> Callable[[], Prepared]:
     def prepare():
-        s, args = _example("book", "ch4_9_depthwise_conv").depthwise_cached_block(c, n, k, 1, 1)
+        s, args = load_example("book", "ch4_9_depthwise_conv").depthwise_cached_block(c, n, k, 1, 1)
         mod, bs = _build(s, args)
         rng = _rng("dw", c, n, k)
         x, w = _normal(rng, (c, n, n)), _normal(rng, (c, 1, k, k))
@@ -360,7 +343,7 @@ def book_depthwise_case(c: int, n: int, k: int) -> Callable[[], Prepared]:
 def book_pool_case(kind: str, c: int, n: int, k: int, fast: bool = True
                    ) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("book", "ch4_10_pooling")
+        ex = load_example("book", "ch4_10_pooling")
         if fast:
             s, args = ex.fast_pool(kind, (c, n, k))
         else:
@@ -382,7 +365,7 @@ def book_pool_case(kind: str, c: int, n: int, k: int, fast: bool = True
 
 def batch_norm_case(c: int, n: int, variant: str) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("book", "ch4_11_batch_norm")
+        ex = load_example("book", "ch4_11_batch_norm")
         s, args = getattr(ex, variant)((c, n))
         mod, bs = _build(s, args)
         rng = _rng("bn", c, n)
@@ -413,7 +396,7 @@ def batch_norm_case(c: int, n: int, variant: str) -> Callable[[], Prepared]:
 
 def conv1d_case(m: int, n: int) -> Callable[[], Prepared]:
     def prepare():
-        ex = _example("assignment", "conv1d_cpu")
+        ex = load_example("assignment", "conv1d_cpu")
         s, A, W, B = ex.make_conv1d_cpu_scheduler_toeplitz(m, n)
         mod, bs = _build(s, (A, W, B))
         rng = _rng("conv1d", m, n)
@@ -443,7 +426,7 @@ def conv1d_case(m: int, n: int) -> Callable[[], Prepared]:
 
 
 def _layer(name: str, *args, **kw):
-    s, tensors = getattr(_example("cpu", "layers"), name)(*args, **kw)
+    s, tensors = getattr(load_example("cpu", "layers"), name)(*args, **kw)
     mod, bs = _build(s, tensors)
     shapes = [tuple(int(d) for d in t.shape) for t in tensors]
     return mod, bs, shapes
@@ -869,13 +852,8 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     t0 = time.perf_counter()
     cfg = settings(quick)
     load_start = common.load_average()
-    out = Path(out_dir or common.RESULTS_DIR)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def say(msg):
-        if verbose:
-            print(f"[{NAME}] {msg}", file=sys.stderr, flush=True)
-
+    out = common.results_dir(out_dir)
+    say = common.progress(NAME, verbose)
     torch = _torch()
     threads = common.omp_threads()
     grad = None
@@ -902,18 +880,15 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             p = None
         if p is not None:
             plots.append(p)
-    machine = common.machine_info()
-    machine["load_average_start"] = load_start
+    machine = common.machine_info(load_start)
     machine["torch"] = getattr(torch, "__version__", None)
     machine["torch_threads"] = torch.get_num_threads() if torch is not None else None
     duration = time.perf_counter() - t0
-    when = common._dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+    when = common.run_date(started)
     command = "python -m benchmarks ops" + (" --quick" if quick else "")
     data = {"suite": NAME, "date": when, "duration_s": round(duration, 2), "machine": machine,
             "settings": cfg, "command": command, "peak": measured, "rows": rows,
             "plots": [p.name for p in plots]}
-    (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str) + "\n",
-                                      encoding="utf-8")
     md = [
         "# Operator benchmarks (book ch. 4, conv1d, ResNet-18 layers)", "",
         f"Run {when}, {duration:.0f} s, command: `{command}`", "",
@@ -926,18 +901,13 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         "Nothing fails on these numbers. See docs/benchmarks.md and docs/performance.md.", "",
     ]
     text = "\n".join(md)
-    md_path = out / f"{NAME}.md"
-    md_path.write_text(text, encoding="utf-8")
-    if verbose:
-        print(text)
-        print(f"written: {md_path} and {md_path.with_suffix('.json')}")
+    _, md_path = common.write_results(NAME, data, text, out)
+    common.show_report(text, md_path, verbose)
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.ops", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true", help="a few cases, fewer repeats")
-    p.add_argument("--out", default=None, help="results directory (default: results/)")
+    p = common.suite_parser(NAME, DESCRIPTION, "a few cases, fewer repeats")
     p.add_argument("--only", nargs="+", metavar="GROUP",
                    help=f"only these groups or case keys (groups: {', '.join(_groups())})")
     args = p.parse_args(argv)

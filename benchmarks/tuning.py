@@ -21,8 +21,6 @@ Writes ``results/tuning.json``, ``results/tuning.md`` and the tuning logs
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -41,7 +39,6 @@ from kiln.autotvm.task.space import OtherOptionEntity, SplitEntity  # noqa: E402
 NAME = "tuning"
 DESCRIPTION = "AutoTVM: best GEMM GFLOP/s vs trials for Random, GA and XGB tuners (issue 7)"
 
-GEMM_EXAMPLE = common.REPO_ROOT / "examples" / "cpu" / "gemm.py"
 HAND = {"tile_x": 64, "tile_y": 6, "tile_k": 4, "vl": 16}  # examples/cpu/gemm.py defaults
 MR = (1, 2, 4, 6, 8, 12, 16)
 PLANS = ["panels_pack_inside", "panels", "rows"]
@@ -177,12 +174,7 @@ def _numpy_conv2d(data, kernel, stride=1, pad=1):
 
 
 def _hand_gemm(n):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("kiln_example_cpu_gemm", GEMM_EXAMPLE)
-    ex = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex)
-    return ex.gemm_schedule(n)
+    return common.load_example("cpu", "gemm").gemm_schedule(n)
 
 
 def _hand_conv2d(N, CI, H, W, CO, K, stride, pad):
@@ -336,15 +328,10 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     started = time.time()
     t0 = time.perf_counter()
     cfg = settings(quick, trials, random_trials)
-    out = Path(out_dir or common.RESULTS_DIR)
-    out.mkdir(parents=True, exist_ok=True)
+    out = common.results_dir(out_dir)
     cfg["out"] = str(out)
     load_start = common.load_average()
-
-    def say(msg):
-        if verbose:
-            print(f"[{NAME}] {msg}", file=sys.stderr, flush=True)
-
+    say = common.progress(NAME, verbose)
     results, sections = {}, []
     for wname in workloads:
         wl = WORKLOADS[wname]
@@ -360,16 +347,13 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         results[wname] = {"label": wl["label"], "space_size": len(task.config_space),
                           "flop": task.flop, "tuners": rows, "final": final}
         sections.append(markdown(wl, rows, final))
-    machine = common.machine_info()
-    machine["load_average_start"] = load_start
+    machine = common.machine_info(load_start)
     machine["load_average_end"] = common.load_average()
     duration = time.perf_counter() - t0
-    when = common._dt.datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds")
+    when = common.run_date(started)
     command = "python -m benchmarks.tuning" + (" --quick" if quick else "")
     data = {"suite": NAME, "date": when, "duration_s": round(duration, 1), "machine": machine,
             "settings": cfg, "workloads": results, "command": command}
-    (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str) + "\n",
-                                      encoding="utf-8")
     text = "\n".join([
         "# AutoTVM tuning", "",
         f"Run {when}, {duration:.0f} s, command: `{command}` (trials: random "
@@ -377,23 +361,18 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         *(f"- {line}" for line in common.machine_lines(machine)), "",
         "\n\n".join(sections), "",
         "Nothing fails on these numbers. See docs/autotvm.md.", ""])
-    md_path = out / f"{NAME}.md"
-    md_path.write_text(text, encoding="utf-8")
-    if verbose:
-        print(text)
-        print(f"written: {md_path} and {md_path.with_suffix('.json')}")
+    _, md_path = common.write_results(NAME, data, text, out)
+    common.show_report(text, md_path, verbose)
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tuning", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true", help="32 trials per tuner")
+    p = common.suite_parser(NAME, DESCRIPTION, "32 trials per tuner")
     p.add_argument("--trials", type=int, default=None, help="trials of the GA and XGB tuners")
     p.add_argument("--random-trials", type=int, default=None, help="trials of RandomTuner")
     p.add_argument("--tuners", default="random,ga,xgb", help="comma-separated tuners to run")
     p.add_argument("--workloads", default="gemm,conv2d",
                    help=f"comma-separated workloads ({', '.join(WORKLOADS)})")
-    p.add_argument("--out", default=None, help="results directory (default: results/)")
     args = p.parse_args(argv)
     run(quick=args.quick, out_dir=args.out, trials=args.trials,
         random_trials=args.random_trials, tuners=args.tuners.split(","),

@@ -26,8 +26,9 @@ import kiln as tvm
 from kiln import te
 
 
-def make_conv1d_cpu_scheduler(M, N):
-    """The baseline: returns ``s, A, W, B``."""
+def conv1d_full(M, N):
+    """The assignment's compute as handed out: ``A, W, B``, one reduction over all
+    M + N - 1 positions with an if_then_else zeroing the out-of-range terms."""
     A = te.placeholder((M,), name="A")
     W = te.placeholder((N,), name="W")
     k = te.reduce_axis((0, M + N - 1), "k")
@@ -43,6 +44,12 @@ def make_conv1d_cpu_scheduler(M, N):
         ),
         name="B",
     )
+    return A, W, B
+
+
+def make_conv1d_cpu_scheduler(M, N):
+    """The baseline: returns ``s, A, W, B``."""
+    A, W, B = conv1d_full(M, N)
     s = te.create_schedule(B.op)
     return s, A, W, B
 
@@ -68,18 +75,19 @@ def make_conv1d_cpu_scheduler_reorder_unroll(M, N, factor=8):
     return s, A, W, B
 
 
-def conv1d_padded(M, N):
+def conv1d_padded(M, N, pad_name="A_Pad"):
     """The padded formulation: ``A, W, A_Pad, B``.
 
-    A_Pad is A with N - 1 zeros on each side, and B[n] = sum_{k < N} A_Pad[n + k] W[N-1-k]:
-    the reduction covers only the N taps of W and needs no condition.
+    A_Pad (a stage named ``pad_name``) is A with N - 1 zeros on each side, and
+    B[n] = sum_{k < N} A_Pad[n + k] W[N-1-k]: the reduction covers only the N taps of W and
+    needs no condition.
     """
     A = te.placeholder((M,), name="A")
     W = te.placeholder((N,), name="W")
     A_Pad = te.compute(
         (M + 2 * (N - 1),),
         lambda i: te.if_then_else(te.any(i < N - 1, i >= M + N - 1), 0.0, A[i - (N - 1)]),
-        name="A_Pad",
+        name=pad_name,
     )
     k = te.reduce_axis((0, N), "k")
     B = te.compute(

@@ -18,40 +18,17 @@ M + N - 1. Both functions take ``(M, N)`` and return ``s, A, W, B`` for ``target
   4. **unrolling**: the inner tap loop is unrolled (``auto_unroll_max_step``).
 """
 
+import sys
+from pathlib import Path
+
 import kiln as tvm
 from kiln import te
 
-
-def conv1d_full(M, N):
-    """The assignment's compute: ``A, W, B`` with an if_then_else over M + N - 1 terms."""
-    A = te.placeholder((M,), name="A")
-    W = te.placeholder((N,), name="W")
-    k = te.reduce_axis((0, M + N - 1), "k")
-    B = te.compute(
-        (M + N - 1,),
-        lambda n: te.sum(
-            tvm.tir.if_then_else(
-                tvm.tir.any(k < 0, k >= M, n - k < 0, n - k >= N),
-                tvm.tir.const(0.0, "float32"), A[k] * W[n - k]),
-            axis=k),
-        name="B",
-    )
-    return A, W, B
-
-
-def conv1d_padded(M, N):
-    """``A, W, Apad, B``: B[n] = sum_{k < N} Apad[n + k] W[N-1-k], Apad = A with N - 1 zeros
-    on each side."""
-    A = te.placeholder((M,), name="A")
-    W = te.placeholder((N,), name="W")
-    Apad = te.compute(
-        (M + 2 * (N - 1),),
-        lambda i: te.if_then_else(te.any(i < N - 1, i >= M + N - 1), 0.0, A[i - (N - 1)]),
-        name="Apad",
-    )
-    k = te.reduce_axis((0, N), "k")
-    B = te.compute((M + N - 1,), lambda n: te.sum(Apad[n + k] * W[N - 1 - k], axis=k), name="B")
-    return A, W, Apad, B
+# the computes are the CPU example's (examples/ is not a package: import it from its folder)
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from conv1d_cpu import conv1d_full, conv1d_padded  # noqa: E402
 
 
 def make_conv1d_gpu_scheduler_baseline(M, N, threads=256):
@@ -64,7 +41,7 @@ def make_conv1d_gpu_scheduler_baseline(M, N, threads=256):
 
 
 def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64):
-    A, W, Apad, B = conv1d_padded(M, N)
+    A, W, Apad, B = conv1d_padded(M, N, pad_name="Apad")
     s = te.create_schedule(B.op)
     s[Apad].compute_inline()
     BL = s.cache_write(B, "local")

@@ -73,7 +73,10 @@ def bcast_alternate(n):
 
 
 # 5.4 Matrix multiplication: a 16x16 thread block computes a (16*8)x(16*4) block of C
-def matmul_gpu(n, block_size=16, tx=8, ty=4, tk=32):
+def matmul_gpu(n, block_size=16, tx=8, ty=4, tk=32, fetch=None):
+    """``fetch``: threads per axis of the cooperative fetch, ``(block_size, block_size)`` as
+    in the book by default; fewer leaves the other threads idle behind a guard."""
+    fetch = fetch or (block_size, block_size)
     A, B, C = d2ltvm.matmul(n, n, n)
     s = te.create_schedule(C.op)
     A_shared = s.cache_read(A, "shared", [C])
@@ -98,8 +101,8 @@ def matmul_gpu(n, block_size=16, tx=8, ty=4, tk=32):
         s[local].compute_at(s[C_local], ki)
         y, x = s[shared].op.axis
         # split into block_size parts to reuse the threads of the block (cooperative fetching)
-        yo, yi = s[shared].split(y, nparts=block_size)
-        xo, xi = s[shared].split(x, nparts=block_size)
+        yo, yi = s[shared].split(y, nparts=fetch[0])
+        xo, xi = s[shared].split(x, nparts=fetch[1])
         s[shared].reorder(yo, xo, yi, xi)
         d2ltvm.bind_thread(s[shared], (yo, xo), ("threadIdx.y", "threadIdx.x"))
 

@@ -25,7 +25,7 @@ from ..errors import TVMError
 from ..runtime.device import CPU, CUDA, Device
 from ..runtime.device import device as _local_device
 from ..runtime.module import BenchmarkResult
-from ..runtime.ndarray import NDArray, dtype_to_dl
+from ..runtime.ndarray import NDArray, as_copy_source, check_copy_match, dtype_to_dl
 from .protocol import recv_message, send_message
 
 __all__ = ["RPCError", "RemoteError", "RPCSession", "LocalSession", "RemoteDevice",
@@ -374,15 +374,10 @@ class RemoteNDArray:
     def copyfrom(self, source: Any) -> RemoteNDArray:
         """Fill from a numpy array, a local NDArray or a remote array of the same session."""
         if isinstance(source, RemoteNDArray) and source._sess is self._sess:
-            if source._shape != self._shape or source._dtype != self._dtype:
-                raise ValueError(f"cannot copy {source.dtype}{list(source.shape)} into "
-                                 f"{self.dtype}{list(self.shape)}: shape and dtype must match")
+            check_copy_match(source, self)
             self._sess._request({"op": "nd_copy", "src": source._handle, "dst": self._handle})
             return self
-        src = np.ascontiguousarray(np.asarray(source, dtype=self._dtype))
-        if src.shape != self._shape:
-            raise ValueError(f"array shape {src.shape} does not match the NDArray shape "
-                             f"{self._shape}")
+        src = np.ascontiguousarray(as_copy_source(source, self._shape, self._dtype))
         self._sess._request({"op": "nd_write", "nd": self._handle}, [src])
         return self
 

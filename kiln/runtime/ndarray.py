@@ -124,6 +124,24 @@ def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return buf[offset : offset + nbytes].view(dtype).reshape(shape)
 
 
+def check_copy_match(source: Any, target: Any) -> None:
+    """ValueError unless the arrays ``source`` and ``target`` (NDArray-like: ``shape`` and
+    ``dtype``, local or remote) have the same shape and dtype: copyfrom between two arrays
+    neither casts nor reshapes."""
+    if source.shape != target.shape or source.dtype != target.dtype:
+        raise ValueError(f"cannot copy {source.dtype}{list(source.shape)} into "
+                         f"{target.dtype}{list(target.shape)}: shape and dtype must match")
+
+
+def as_copy_source(source: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``source`` (anything numpy takes) as a numpy array cast to ``dtype``, for copyfrom
+    into an array of ``shape``; ValueError when its shape is another."""
+    src = np.asarray(source, dtype=dtype)
+    if src.shape != shape:
+        raise ValueError(f"array shape {src.shape} does not match the NDArray shape {shape}")
+    return src
+
+
 def _as_shape(shape: int | Sequence[Any]) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
@@ -260,18 +278,10 @@ class NDArray:
         """Fill this array from a numpy array (cast to this dtype) or an NDArray of the same
         shape and dtype. Returns self."""
         if isinstance(source, NDArray):
-            if source._shape != self._shape or source._dtype != self._dtype:
-                raise ValueError(
-                    f"cannot copy {source.dtype}{list(source.shape)} into "
-                    f"{self.dtype}{list(self.shape)}: shape and dtype must match"
-                )
+            check_copy_match(source, self)
             src = source._data if source._data is not None else source.numpy()
         else:
-            src = np.asarray(source, dtype=self._dtype)
-            if src.shape != self._shape:
-                raise ValueError(
-                    f"array shape {src.shape} does not match the NDArray shape {self._shape}"
-                )
+            src = as_copy_source(source, self._shape, self._dtype)
         if self._data is not None:
             np.copyto(self._data, src)
         else:

@@ -8,12 +8,15 @@ threads, pooling) plus reductions, float16, intrinsics, vectorize and multi-kern
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kiln import te
 from kiln.contrib import d2ltvm
+
+from ..book._shared import load_example
 
 RNG = np.random.default_rng(0)
 
@@ -31,6 +34,12 @@ class Workload:
 
 def _rand(*shape, dtype="float32"):
     return RNG.random(shape).astype(dtype)
+
+
+@functools.cache
+def _ch5():
+    """examples/book/ch5_gpu.py, loaded once."""
+    return load_example("book", "ch5_gpu")
 
 
 def _bind1d(s, T, factor):
@@ -102,41 +111,12 @@ def matmul_shared(n=64, tile=16):
 
 
 def matmul_book(n=128, block_size=16, tx=8, ty=4, tk=8, fetch=None):
-    """The book's §5.4 GPU matmul: block_size x block_size threads per block, each computing a
-    tx x ty sub-tile; shared and local caches; cooperative fetching by ``nparts`` splits of the
-    shared stages bound to threadIdx.y/x (``fetch`` threads per axis, block_size in the book:
-    fewer leaves the other threads idle behind a guard)."""
+    """The book's §5.4 GPU matmul, examples/book/ch5_gpu.py ``matmul_gpu``: block_size x
+    block_size threads per block, each computing a tx x ty sub-tile; shared and local caches;
+    cooperative fetching by ``fetch`` threads per axis (block_size in the book: fewer leaves
+    the other threads idle behind a guard)."""
     fetch = fetch or (block_size, block_size)
-    A, B, C = d2ltvm.matmul(n, n, n)
-    s = te.create_schedule(C.op)
-    A_shared = s.cache_read(A, "shared", [C])
-    A_local = s.cache_read(A_shared, "local", [C])
-    B_shared = s.cache_read(B, "shared", [C])
-    B_local = s.cache_read(B_shared, "local", [C])
-    C_local = s.cache_write(C, "local")
-    x, y = s[C].op.axis
-    xb, xo, xi = d2ltvm.split(s[C], x, (block_size, tx))
-    yb, yo, yi = d2ltvm.split(s[C], y, (block_size, ty))
-    s[C].reorder(xb, yb, xo, yo, xi, yi)
-    d2ltvm.bind_thread(s[C], (yb, xb, yo, xo),
-                       ("blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"))
-    s[C_local].compute_at(s[C], yo)
-    yi, xi = s[C_local].op.axis
-    (k,) = s[C_local].op.reduce_axis
-    ko, ki = s[C_local].split(k, factor=tk)
-    s[C_local].reorder(ko, ki, yi, xi)
-
-    def optimize_read_cache(shared, local):
-        s[shared].compute_at(s[C_local], ko)
-        s[local].compute_at(s[C_local], ki)
-        y, x = s[shared].op.axis
-        yo, yi = s[shared].split(y, nparts=fetch[0])
-        xo, xi = s[shared].split(x, nparts=fetch[1])
-        s[shared].reorder(yo, xo, yi, xi)
-        d2ltvm.bind_thread(s[shared], (yo, xo), ("threadIdx.y", "threadIdx.x"))
-
-    optimize_read_cache(A_shared, A_local)
-    optimize_read_cache(B_shared, B_local)
+    s, (A, B, C) = _ch5().matmul_gpu(n, block_size, tx, ty, tk, fetch)
     a, b = _rand(n, n), _rand(n, n)
     name = "matmul_book" if fetch == (block_size, block_size) else "matmul_partial_fetch"
     return Workload(name, s, [A, B, C], [a, b, np.zeros((n, n), "float32")],

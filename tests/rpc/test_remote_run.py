@@ -80,6 +80,13 @@ def test_remote_arrays(remote):
     np.testing.assert_array_equal(tvm.nd.array(c).numpy(), x)  # remote to local
     with pytest.raises(ValueError, match="does not match"):
         c.copyfrom(np.zeros(3))
+    with pytest.raises(ValueError, match="does not match"):  # as for a local NDArray
+        tvm.nd.empty((1,), "int64", dev).copyfrom(5)
+    with pytest.raises(ValueError, match="shape and dtype must match"):
+        b.copyfrom(tvm.nd.empty((3, 4), "int32", dev))
+    z = tvm.nd.empty((), "int64", dev)           # a 0-d array takes a scalar
+    z.copyfrom(5)
+    assert z.numpy() == 5
     assert "remote[127.0.0.1" in repr(dev) and dev.exist
     assert dev != tvm.cpu(0) and tvm.cpu(0) != dev and dev == remote.cpu(0)
 
