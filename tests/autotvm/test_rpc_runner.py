@@ -11,7 +11,7 @@ from kiln import autotvm, rpc
 from kiln.autotvm.measure import MeasureErrorNo, MeasureInput, create_measure_batch
 
 from ..rpc.conftest import start_server_process
-from ._templates import MODES
+from ._templates import MODES, numpy_gemm
 
 E = MeasureErrorNo
 
@@ -76,6 +76,22 @@ def test_remote_failures_are_per_candidate(server_port):
     assert got["no_lower"].error_no == E.COMPILE_HOST
     assert [r.error_no for r in results] == [0, E.WRONG_ANSWER, E.INSTANTIATION_ERROR,
                                              E.COMPILE_HOST, 0]
+
+
+@pytest.mark.parametrize("ref", ["fallback", "ref_func"])
+def test_two_sessions_share_one_reference(server_port, ref):
+    """n_parallel=2 on one server: two candidates at once; the first makes the reference
+    (the fallback config run remotely, or numpy here) and the other waits for it."""
+    task = autotvm.task.create("test_faulty", (16,), "llvm")
+    kw = {"ref_func": numpy_gemm} if ref == "ref_func" else {}
+    modes = ["wrong", "ok", "wrong", "ok"]
+    batch = create_measure_batch(task, _option(port=server_port, n_parallel=2,
+                                               check_correctness=True, **kw))
+    try:
+        results = batch(_faulty_inputs(task, modes))
+    finally:
+        batch.close()
+    assert [r.error_no for r in results] == [E.WRONG_ANSWER, 0, E.WRONG_ANSWER, 0]
 
 
 def test_dead_server_gives_error_results(tmp_path, caplog):

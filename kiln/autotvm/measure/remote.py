@@ -31,6 +31,7 @@ import numpy as np
 
 from ..task.space import FallbackConfigEntity
 from .local import (
+    _REF_CACHE,
     _last_line,
     _load_inputs,
     build_failure_result,
@@ -139,6 +140,7 @@ class RPCRunner(Runner):
         self._ref_build: BuildResult | None = None  # the fallback, run on first measurement
         self._ref_lock = threading.Lock()
         self._dir: str | None = None
+        self._ref_file = ""
         self._device = "cpu"
         self._warned: set[str] = set()
 
@@ -154,7 +156,9 @@ class RPCRunner(Runner):
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="kiln-autotvm-rpc-")
         if self.check_correctness:
-            path = os.path.join(self._dir, f"reference-{id(task):x}.npz")
+            # a fresh name: the inputs cache of this process is keyed by the file name
+            path = self._ref_file = os.path.join(self._dir,
+                                                 f"reference-{uuid.uuid4().hex[:12]}.npz")
             if self.ref_func is not None:
                 self.ref_path = ref_func_reference(task, self.ref_func, path)
             else:
@@ -180,7 +184,7 @@ class RPCRunner(Runner):
             build = self._ref_build
             if build is None:  # another measurement made it meanwhile
                 return
-            path = os.path.join(self._dir, f"reference-{id(self.task):x}.npz")
+            path = self._ref_file
             try:
                 mod = _upload_and_load(sess, build.filename)
                 np.savez(path, **reference_outputs(mod, sess.device(self._device),
@@ -261,6 +265,9 @@ class RPCRunner(Runner):
 
     def close(self) -> None:
         if self._dir is not None:
+            for path in list(_REF_CACHE):
+                if path.startswith(self._dir):
+                    del _REF_CACHE[path]
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
