@@ -6,6 +6,7 @@
     kiln bench [SUITE ...] [--quick] [--list]                        # the benchmark suites
     kiln model resnet18 [-o resnet18.onnx] [--hw 224]                # write a test model
     kiln tune model.onnx --budget 10m --log tune.json [--trials N] [--tuner xgb|ga|random]
+              [--history OLD.json]
     kiln demo | kiln version
 
 A mistake of the user's (missing file, not an ONNX model, malformed model, unknown input
@@ -361,6 +362,18 @@ def cmd_tune(args) -> int:
     log = Path(args.log)
     if not log.parent.is_dir():
         raise CliError(f"--log {args.log}: folder {log.parent} does not exist")
+    if args.min_seed_records < 1:
+        raise CliError(f"--min-seed-records {args.min_seed_records}: must be at least 1")
+    history = []
+    for h in args.history or ():
+        if not Path(h).is_file():
+            raise CliError(f"--history {h}: no such file")
+        try:
+            history += autotvm.record.load_from_file(h)
+        except UnicodeDecodeError:
+            raise CliError(f"--history {h}: not a kiln tuning log (not text)") from None
+        except ValueError as e:  # names the file and line
+            raise CliError(f"--history {_one_line(e)}") from None
     model = load_onnx(args.model)
     shapes = parse_shapes(args.shape, model)
     threads = _set_threads(args.threads)
@@ -373,11 +386,13 @@ def cmd_tune(args) -> int:
     kernels = sum(getattr(t, "num_uses", 1) for t in tasks)
     print(f"{args.model}: {len(tasks)} tuning tasks for {kernels} kernels; budget "
           f"{budget:.0f} s, {args.tuner} tuner, up to {args.trials} trials per task; "
-          f"{threads} threads; log {log}{' (appending)' if log.exists() else ''}")
+          f"{threads} threads; log {log}{' (appending)' if log.exists() else ''}"
+          + (f"; {len(history)} history records" if args.history else ""))
     best = log.with_name(f"{log.stem}.best{log.suffix or '.json'}")
     start = time.monotonic()
     graph_tuning.tune_tasks(tasks, str(log), budget, tuner=args.tuner, n_trial=args.trials,
-                            early_stopping=args.early_stopping, best_file=str(best))
+                            early_stopping=args.early_stopping, best_file=str(best),
+                            history=history or None, min_seed_records=args.min_seed_records)
     print(f"tuning took {time.monotonic() - start:.0f} s; every trial in {log}, the verified "
           f"best config of each task in {best}")
     untuned = compile_model(model, shapes, args.opt_level, args.model)
@@ -529,6 +544,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="stop a task after N trials without improvement")
     tu.add_argument("--repeat", type=int, default=10, help="interleaved timing rounds "
                                                            "(default 10)")
+    tu.add_argument("--history", action="append", metavar="LOG",
+                    help="log of earlier tuning (repeatable): configs measured before are "
+                         "skipped and the xgb cost model starts from them (transfer "
+                         "learning); e.g. the --log of an earlier run")
+    tu.add_argument("--min-seed-records", type=int, default=500, metavar="N",
+                    help="records of a template the xgb model needs from --history before "
+                         "it trains on them (default 500, as in TVM)")
     shape_opts(tu)
     threads_opt(tu)
 

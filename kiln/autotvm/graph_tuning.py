@@ -32,6 +32,7 @@ from .measure.measure import create_measure_batch
 from .task.relay_integration import extract_from_program
 from .task.space import FallbackConfigEntity
 from .tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner, callback
+from .tuner.transfer import load_records
 
 __all__ = ["parse_budget", "budget_weights", "hand_config_index", "make_tuner",
            "verify_best", "tune_tasks", "tune_graph", "TUNERS"]
@@ -200,7 +201,7 @@ def _ms(s: float) -> str:
 def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb",
                n_trial: int = 200, early_stopping: int | None = None, seed: int = 0,
                best_file=None, verify_top: int = 3, verify_rounds: int = 3,
-               stream=None) -> list[dict]:
+               stream=None, history=None, min_seed_records: int = 500) -> list[dict]:
     """Tune ``tasks`` within ``budget_s`` seconds in all (see the module doc), appending
     every measurement to ``log_file``. At most ``n_trial`` trials per task, stopping a task
     after ``early_stopping`` trials without improvement; the search of a task stops at 80 %
@@ -208,11 +209,17 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
     The winner of each task is written to ``best_file`` (replaced) when given. Returns one
     dict per task, in tuning order: ``task``, ``trials``, ``seconds``, ``best_flops`` (of
     the search), ``best_config`` (the verified winner), ``hand_s`` and ``best_s`` (verified
-    median seconds; None without verification)."""
+    median seconds; None without verification).
+
+    ``history`` (records of earlier tuning, or a log path) is given to every task's tuner
+    (``Tuner.load_history``): configs of a workload measured before are not measured again
+    and, with ``xgb``, the cost model of a template starts from the records of that template
+    when at least ``min_seed_records`` of them fit the task."""
     if tuner not in TUNERS:
         raise ValueError(f"unknown tuner {tuner!r}; use one of {', '.join(TUNERS)}")
     out = stream or sys.stdout
     option = option or default_measure_option()
+    history = load_records(history) if history is not None else None
     weights = budget_weights(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -weights[i])
     end = time.monotonic() + budget_s
@@ -232,6 +239,13 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
             out.write(f"{prefix}{describe_task(task)}: skipped (budget spent)\n")
             continue
         t = make_tuner(tuner, task, seed=seed, n_trial=n_trial)
+        if history:
+            before = len(t.visited)
+            t.load_history(history, min_seed_records)
+            out.write(f"{prefix}{describe_task(task)}: history: {len(t.visited) - before} "
+                      "configs measured before"
+                      + (", cost model trained on its template's records"
+                         if getattr(t, "history_fitted", False) else "") + "\n")
         hand = hand_config_index(task)
         if hand is not None:
             _measure_first(t, hand)

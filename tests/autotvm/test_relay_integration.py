@@ -198,6 +198,31 @@ def test_tune_graph_measures_the_hand_schedule_first(tmp_path):
         autotvm.tune_tasks(tasks, str(log), 1, tuner="annealing")
 
 
+def test_tune_tasks_with_history(tmp_path):
+    """A second run given the first one's log skips the configs measured then (the hand
+    config is measured again: it anchors the verification) and seeds the xgb model."""
+    import io
+
+    from kiln.autotvm.graph_tuning import hand_config_index
+
+    mod, params = _import(testing.gemm_classifier())
+    tasks = autotvm.task.extract_from_program(mod, params, "llvm")
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    autotvm.tune_tasks(tasks, str(first), 60, option=_option(), tuner="random", n_trial=3,
+                       verify_top=0, stream=io.StringIO())
+    out = io.StringIO()
+    autotvm.tune_tasks(tasks, str(second), 60, option=_option(), tuner="xgb", n_trial=3,
+                       verify_top=0, stream=out, history=str(first), min_seed_records=2)
+    before = {(inp.task.workload, inp.config.index)
+              for inp, _ in autotvm.record.load_from_file(str(first))}
+    hands = {(t.workload, hand_config_index(t)) for t in tasks}
+    again = {(inp.task.workload, inp.config.index)
+             for inp, _ in autotvm.record.load_from_file(str(second))}
+    assert again and (again & before) <= hands
+    assert "configs measured before, cost model trained on its template's records" \
+        in out.getvalue()
+
+
 # ---- kiln tune -------------------------------------------------------------------------
 def test_cli_tune(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
@@ -221,13 +246,19 @@ def test_cli_tune(tmp_path, capsys):
     (["tune", "MODEL", "--budget", "0s"], "more than zero"),
     (["tune", "MODEL", "--trials", "0"], "--trials 0"),
     (["tune", "MODEL", "--log", "no/such/dir/t.json"], "does not exist"),
+    (["tune", "MODEL", "--history", "no/such/old.json"], "--history no/such/old.json: no such"),
+    (["tune", "MODEL", "--history", "MODEL"], "not a kiln tuning log"),
+    (["tune", "MODEL", "--history", "BADLOG"], "bad.json:1: not a kiln tuning record"),
+    (["tune", "MODEL", "--min-seed-records", "0"], "--min-seed-records 0"),
 ])
 def test_cli_tune_errors(tmp_path, capsys, argv, message):
     from kiln.cli import main
 
     path = tmp_path / "m.onnx"
     path.write_bytes(testing.conv_bias_relu().SerializeToString())
-    argv = [str(path) if a == "MODEL" else a for a in argv]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"input": 1}\n')
+    argv = [{"MODEL": str(path), "BADLOG": str(bad)}.get(a, a) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1

@@ -36,7 +36,7 @@ from .worker import Worker, describe_exit
 
 logger = logging.getLogger("autotvm")
 
-__all__ = ["LocalBuilder", "LocalRunner", "RPCRunner", "request_remote"]
+__all__ = ["LocalBuilder", "LocalRunner"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,12 +241,28 @@ def _load_inputs(arg_info, ref_path: str | None) -> tuple[list[np.ndarray], dict
     return _INPUT_CACHE[key], None
 
 
-def _nd_args(arrays, arg_info):
+def _nd_args(arrays, arg_info, dev=None):
+    """Arrays for a call on ``dev`` (default: this machine's CPU; a remote device of an RPC
+    session puts them on the server): the inputs' data, outputs filled with garbage."""
     import kiln
 
-    dev = kiln.cpu(0)
+    dev = kiln.cpu(0) if dev is None else dev
     return [kiln.nd.array(_garbage(shape, dtype) if is_out else a, dev)
             for a, (shape, dtype, is_out) in zip(arrays, arg_info, strict=True)], dev
+
+
+def reference_outputs(mod, dev, arg_info) -> dict[str, np.ndarray]:
+    """Run a trusted module (local, or remote with ``dev`` of its session) once on random
+    inputs; ``{"arg0": ..., "out2": ...}``: every input and each output argument's result,
+    the contents of a reference file."""
+    arrays = random_inputs(arg_info)
+    nd, _ = _nd_args(arrays, arg_info, dev)
+    mod(*nd)
+    save = {f"arg{i}": a for i, a in enumerate(arrays)}
+    for i, (_, _, is_out) in enumerate(arg_info):
+        if is_out:
+            save[f"out{i}"] = nd[i].numpy()
+    return save
 
 
 def reference_run(lib_path: str, arg_info, out_path: str) -> None:
@@ -254,15 +270,59 @@ def reference_run(lib_path: str, arg_info, out_path: str) -> None:
     (``arg0``, ``arg1``, ... and ``out0``, ... for the output arguments)."""
     import kiln
 
-    mod = kiln.load_module(lib_path)
-    arrays = random_inputs(arg_info)
-    nd, _ = _nd_args(arrays, arg_info)
-    mod(*nd)
+    np.savez(out_path, **reference_outputs(kiln.load_module(lib_path), None, arg_info))
+
+
+def ref_func_reference(task, ref_func: Callable, path: str) -> str:
+    """Write the reference file of ``task`` computed by ``ref_func(*inputs)`` (numpy arrays
+    of the input arguments -> the output arrays) to ``path``; returns ``path``."""
+    _, args = task.instantiate(FallbackConfigEntity())
+    info = tensor_arg_info(args)
+    arrays = random_inputs(info)
+    outs = ref_func(*[a for a, (_, _, o) in zip(arrays, info, strict=True) if not o])
+    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
     save = {f"arg{i}": a for i, a in enumerate(arrays)}
+    out_ids = [i for i, (_, _, o) in enumerate(info) if o]
+    if len(outs) != len(out_ids):
+        raise ValueError(f"ref_func returned {len(outs)} arrays for "
+                         f"{len(out_ids)} output arguments")
+    for i, o in zip(out_ids, outs, strict=True):
+        save[f"out{i}"] = np.asarray(o, dtype=info[i][1])
+    np.savez(path, **save)
+    return path
+
+
+def compare_outputs(nd, arg_info, ref: dict, rtol: float, atol: float) -> str | None:
+    """None when every output argument of ``nd`` matches the reference, else a message
+    naming the first that does not (how many elements differ, the first of them)."""
     for i, (_, _, is_out) in enumerate(arg_info):
-        if is_out:
-            save[f"out{i}"] = nd[i].numpy()
-    np.savez(out_path, **save)
+        if not is_out or f"out{i}" not in ref:
+            continue
+        got, want = nd[i].numpy(), ref[f"out{i}"]
+        if not np.allclose(got, want, rtol=rtol, atol=atol):
+            bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
+            where = tuple(int(v[0]) for v in np.nonzero(bad))
+            return (f"output {i} differs from the reference at {int(bad.sum())} of "
+                    f"{bad.size} elements; first at {where}: got {got[where]}, expected "
+                    f"{want[where]}")
+    return None
+
+
+def check_and_time(mod, dev, arg_info, arrays, ref: dict | None, number: int, repeat: int,
+                   min_repeat_ms: float, rtol: float, atol: float) -> tuple[str, Any]:
+    """Run a loaded module once on ``arrays`` (outputs start as garbage), compare with the
+    reference (if any), then time it with ``time_evaluator``. Works for a local module and
+    a remote one (``dev`` a device of its RPC session). Returns ``("ok", costs)`` or
+    ``("wrong", message)``; raises what the module raises."""
+    nd, dev = _nd_args(arrays, arg_info, dev)
+    mod(*nd)
+    if ref is not None:
+        wrong = compare_outputs(nd, arg_info, ref, rtol, atol)
+        if wrong is not None:
+            return "wrong", wrong
+    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=repeat,
+                               min_repeat_ms=min_repeat_ms)
+    return "ok", tuple(timer(*nd).results)
 
 
 def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_ms: float,
@@ -273,22 +333,26 @@ def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_
 
     mod = kiln.load_module(lib_path)
     arrays, ref = _load_inputs(arg_info, ref_path)
-    nd, dev = _nd_args(arrays, arg_info)
-    mod(*nd)
-    if ref is not None:
-        for i, (_, _, is_out) in enumerate(arg_info):
-            if not is_out or f"out{i}" not in ref:
-                continue
-            got, want = nd[i].numpy(), ref[f"out{i}"]
-            if not np.allclose(got, want, rtol=rtol, atol=atol):
-                bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
-                where = tuple(int(v[0]) for v in np.nonzero(bad))
-                return "wrong", (f"output {i} differs from the reference at {int(bad.sum())} "
-                                 f"of {bad.size} elements; first at {where}: got {got[where]}, "
-                                 f"expected {want[where]}")
-    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=repeat,
-                               min_repeat_ms=min_repeat_ms)
-    return "ok", tuple(timer(*nd).results)
+    return check_and_time(mod, None, arg_info, arrays, ref, number, repeat, min_repeat_ms,
+                          rtol, atol)
+
+
+#: the error number of each way a run ends (see :func:`run_result`)
+RUN_ERRNO = {"ok": MeasureErrorNo.NO_ERROR, "wrong": MeasureErrorNo.WRONG_ANSWER,
+             "timeout": MeasureErrorNo.RUN_TIMEOUT, "crash": MeasureErrorNo.RUNTIME_DEVICE,
+             "error": MeasureErrorNo.RUNTIME_DEVICE}
+
+
+def run_result(kind: str, value: Any, seconds: float) -> MeasureResult:
+    """The MeasureResult of a run that ended as ``kind`` (a key of :data:`RUN_ERRNO`):
+    ``value`` is the costs for ``ok``, else the message."""
+    costs = tuple(value) if kind == "ok" else (str(value),)
+    return MeasureResult(costs, int(RUN_ERRNO[kind]), seconds, time.time())
+
+
+def build_failure_result(build: BuildResult) -> MeasureResult:
+    """The MeasureResult of a candidate that did not build (its build error, unchanged)."""
+    return MeasureResult((build.error,), int(build.error_no), build.time_cost, time.time())
 
 
 class LocalRunner(Runner):
@@ -328,21 +392,7 @@ class LocalRunner(Runner):
         path = os.path.join(self._dir, f"reference-{id(task):x}.npz")
         inp = MeasureInput(task.target, task, FallbackConfigEntity())
         if self.ref_func is not None:
-            sch, args = task.instantiate(inp.config)
-            info = tensor_arg_info(args)
-            arrays = random_inputs(info)
-            outs = self.ref_func(*[a for a, (_, _, o) in zip(arrays, info, strict=True)
-                                   if not o])
-            outs = list(outs) if isinstance(outs, list | tuple) else [outs]
-            save = {f"arg{i}": a for i, a in enumerate(arrays)}
-            out_ids = [i for i, (_, _, o) in enumerate(info) if o]
-            if len(outs) != len(out_ids):
-                raise ValueError(f"ref_func returned {len(outs)} arrays for "
-                                 f"{len(out_ids)} output arguments")
-            for i, o in zip(out_ids, outs, strict=True):
-                save[f"out{i}"] = np.asarray(o, dtype=info[i][1])
-            np.savez(path, **save)
-            return path
+            return ref_func_reference(task, self.ref_func, path)
         build = builder.build([inp])[0]
         if build.error_no != MeasureErrorNo.NO_ERROR:
             logger.warning("correctness check disabled for %s: the fallback config does not "
@@ -364,8 +414,7 @@ class LocalRunner(Runner):
         out = []
         for build in build_results:
             if build.error_no != MeasureErrorNo.NO_ERROR:
-                out.append(MeasureResult((build.error,), int(build.error_no), build.time_cost,
-                                         time.time()))
+                out.append(build_failure_result(build))
                 continue
             start = time.perf_counter()
             status, value = self._worker.call(
@@ -373,20 +422,15 @@ class LocalRunner(Runner):
                 (build.filename, build.arg_info, self.number, self.repeat, self.min_repeat_ms,
                  self.ref_path, self.rtol, self.atol), timeout=self.timeout)
             secs = time.perf_counter() - start + build.time_cost
-            if status == "ok" and value[0] == "ok":
-                res = MeasureResult(value[1], int(MeasureErrorNo.NO_ERROR), secs, time.time())
-            elif status == "ok":
-                res = MeasureResult((value[1],), int(MeasureErrorNo.WRONG_ANSWER), secs,
-                                    time.time())
+            if status == "ok":
+                res = run_result(value[0], value[1], secs)
             elif status == "timeout":
-                res = MeasureResult((f"run timed out after {self.timeout:g} s",),
-                                    int(MeasureErrorNo.RUN_TIMEOUT), secs, time.time())
+                res = run_result("timeout", f"run timed out after {self.timeout:g} s", secs)
             elif status == "crash":
-                res = MeasureResult((f"the kernel crashed the worker ({describe_exit(value)})",),
-                                    int(MeasureErrorNo.RUNTIME_DEVICE), secs, time.time())
+                res = run_result("crash", f"the kernel crashed the worker "
+                                 f"({describe_exit(value)})", secs)
             else:
-                res = MeasureResult((_last_line(value),), int(MeasureErrorNo.RUNTIME_DEVICE),
-                                    secs, time.time())
+                res = run_result("error", _last_line(value), secs)
             out.append(res)
             if self.cooldown_interval:
                 time.sleep(self.cooldown_interval)
@@ -399,14 +443,3 @@ class LocalRunner(Runner):
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-
-class RPCRunner(Runner):
-    """Not in this slice: measuring on remote devices through an RPC tracker."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError("autotvm.RPCRunner is not implemented yet; use LocalRunner")
-
-
-def request_remote(*args: Any, **kwargs: Any):
-    raise NotImplementedError("autotvm.measure.request_remote is not implemented yet")

@@ -78,11 +78,12 @@ class GATuner(Tuner):
         elite_genes = [np.array(self.space.knob_indices(i)) for _, i in self.elites]
         pool = genes + elite_genes
         weights = np.concatenate([scores, [s for s, _ in self.elites]]) + 1e-8
-        probs = weights / weights.sum()
+        probs = weights / weights.sum() if pool else weights
         children: list[int] = []
         taken: set[int] = set()
         attempts = 0
-        while len(children) < self.pop_size and attempts < 20 * self.pop_size:
+        # no parents (every gene of the generation was measured before): all at random
+        while pool and len(children) < self.pop_size and attempts < 20 * self.pop_size:
             attempts += 1
             a, b = self.rng.choice(len(pool), size=2, p=probs)
             cut = int(self.rng.integers(len(self.dims) + 1))

@@ -27,6 +27,9 @@ class RandomTuner(Tuner):
         self.lo, self.hi = _check_range(len(self.space), range_idx)
         self.rng = np.random.default_rng(seed)
 
+    def _in_range(self, index: int) -> bool:
+        return self.lo <= index < self.hi
+
     def has_next(self) -> bool:
         return len(self.visited) < self.hi - self.lo
 
@@ -54,13 +57,17 @@ class GridSearchTuner(Tuner):
         self.lo, self.hi = _check_range(len(self.space), range_idx)
         self.counter = self.lo
 
+    def _in_range(self, index: int) -> bool:
+        return self.lo <= index < self.hi
+
     def has_next(self) -> bool:
         return self.counter < self.hi
 
     def next_batch(self, batch_size: int) -> list:
         out = []
         while len(out) < batch_size and self.counter < self.hi:
-            self.visited.add(self.counter)
-            out.append(self.space.get(self.counter))
+            if self.counter not in self.visited:  # measured before (load_history)
+                self.visited.add(self.counter)
+                out.append(self.space.get(self.counter))
             self.counter += 1
         return out

@@ -7,6 +7,10 @@ Until the first ``plan_size`` trials are measured, configs are random. Then, eve
 ``plan_size`` of them (greedy: each pick maximises its predicted rank plus the number of
 knob values it adds to the batch). The last ``eps_greedy`` fraction of each plan is random,
 so the model also sees configs it does not like.
+
+With ``load_history`` (transfer learning) the cost model is first trained on earlier
+records of the same template (``fit_log``) and, when that succeeds, the first plan is the
+optimizer's pick under that model instead of random configs.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class ModelBasedTuner(Tuner):
         self.xs: list[int] = []
         self.ys: list[float] = []
         self.train_ct = 0
+        self.history_fitted = False  # the cost model was trained on earlier records
 
     def next_batch(self, batch_size: int) -> list:
         out = []
@@ -76,6 +81,23 @@ class ModelBasedTuner(Tuner):
             self.visited.add(idx)
             out.append(self.space.get(idx))
         return out
+
+    def load_history(self, data_set, min_seed_records: int = 500) -> list:
+        """Transfer learning (TVM's design): skip the configs of this workload measured
+        before (see Tuner.load_history), train the cost model on the records of the same
+        template (``cost_model.fit_log``; nothing when fewer than ``min_seed_records`` are
+        usable, with a logged message) and, if no plan is made yet, make the first plan the
+        ``plan_size`` configs that model predicts fastest."""
+        records = super().load_history(data_set, min_seed_records)
+        fit_log = getattr(self.cost_model, "fit_log", None)
+        if fit_log is None or not fit_log(records, self.plan_size, min_seed_records):
+            return records
+        self.history_fitted = True
+        if not self.trials:
+            self.trials = self.model_optimizer.find_maximums(self.cost_model, self.plan_size,
+                                                             self.visited)
+            self.trial_pt = 0
+        return records
 
     def update(self, inputs, results) -> None:
         for inp, res in zip(inputs, results, strict=True):

@@ -67,9 +67,30 @@ class Tuner:
             if i not in self.visited:
                 return i
 
-    def load_history(self, data_set, min_seed_records: int = 500) -> None:
-        raise NotImplementedError(
-            "transfer learning from earlier logs (load_history) is not implemented yet")
+    def load_history(self, data_set, min_seed_records: int = 500) -> list:
+        """Learn from earlier tuning records (transfer learning). ``data_set``:
+        ``(MeasureInput, MeasureResult)`` pairs (``autotvm.record.load_from_file(log)``) or
+        a log path. Records of this very workload (same template, arguments and target
+        family, a config of this space) mark their configs as visited: they are not
+        measured again. Model-based tuners also train their cost model on the records of
+        the same template (see ModelBasedTuner.load_history); ``min_seed_records`` is for
+        them. Returns the records, as a list."""
+        from .transfer import compatible_history, load_records
+
+        del min_seed_records
+        records = load_records(data_set)
+        groups = compatible_history(records, self.task)
+        if groups and groups[0].task is self.task:
+            seen = {idx for idx, _ in groups[0].records if self._in_range(idx)} - self.visited
+            if seen:
+                logger.info("history: %d configs of %s were measured before and are skipped",
+                            len(seen), self.task.name)
+            self.visited |= seen
+        return records
+
+    def _in_range(self, index: int) -> bool:
+        """Whether the tuner may propose config ``index`` (all of the space by default)."""
+        return True
 
     def reset(self) -> None:
         self.visited = set()

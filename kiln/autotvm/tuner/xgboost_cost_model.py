@@ -5,11 +5,19 @@
 the model only has to order configs, which is what the search needs and is easier to learn
 than run times across orders of magnitude. Features (``itervar`` or ``knob``) are computed
 once per config and cached; they are dicts, lined up by name into a matrix.
+
+Transfer learning (``fit_log``, TVM's design): a *base model* is trained on the records of
+earlier tuning of the same template (other workloads too: see transfer.py), each
+workload's throughputs normalized by its best and, for the rank objective, ranked within
+its workload only. Until the task's own measurements are fitted it alone predicts; then
+every ``fit`` starts its trees from the base model's margin, discounted by ``2 ** (-n /
+64)`` for ``n`` own samples, and drops the base model once that falls below 0.05.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
@@ -55,33 +63,48 @@ class XGBoostCostModel:
         self.keys: list[str] = []
         self._cache: dict[int, dict[str, float]] = {}
         self.feature_seconds = 0.0
+        self.base_model = None  # trained by fit_log on earlier records
+        self.base_keys: list[str] = []
+        self.base_discount = 1.0
+        self.history_records = 0  # records the base model was trained on
 
-    def features(self, index: int) -> dict[str, float]:
-        f = self._cache.get(index)
+    def features(self, index: int, task=None) -> dict[str, float]:
+        """The features of config ``index`` of this task (or of ``task``, another workload
+        of the template: history records); cached."""
+        task = self.task if task is None else task
+        key = index if task is self.task else (task.workload, index)
+        f = self._cache.get(key)
         if f is None:
-            import time
-
             t = time.perf_counter()
             if self.feature_type == "knob":
-                f = get_knob_feature(self.task, index)
+                f = get_knob_feature(task, index)
             else:
                 try:
-                    f = get_itervar_feature(self.task, self.task.config_space.get(index))
+                    f = get_itervar_feature(task, task.config_space.get(index))
                 except Exception:  # noqa: BLE001 - a config that does not lower
                     f = {"invalid": 1.0}
-            self._cache[index] = f
+            self._cache[key] = f
             self.feature_seconds += time.perf_counter() - t
         return f
 
-    def _matrix(self, indices) -> np.ndarray:
-        col = {k: j for j, k in enumerate(self.keys)}
-        x = np.zeros((len(indices), len(self.keys)), dtype=np.float32)
-        for i, idx in enumerate(indices):
-            for k, v in self.features(int(idx)).items():
+    @staticmethod
+    def _to_matrix(feats, keys: list[str]) -> np.ndarray:
+        col = {k: j for j, k in enumerate(keys)}
+        x = np.zeros((len(feats), len(keys)), dtype=np.float32)
+        for i, f in enumerate(feats):
+            for k, v in f.items():
                 j = col.get(k)
                 if j is not None:
                     x[i, j] = v
         return x
+
+    def _matrix(self, indices, keys: list[str] | None = None) -> np.ndarray:
+        return self._to_matrix([self.features(int(i)) for i in indices],
+                               self.keys if keys is None else keys)
+
+    def _base_margin(self, indices) -> np.ndarray:
+        d = self.xgb.DMatrix(self._matrix(indices, self.base_keys))
+        return self.base_discount * self.base_model.predict(d, output_margin=True)
 
     def fit(self, indices, flops) -> None:
         """Train on measured configs (``flops`` 0 for failed ones)."""
@@ -98,13 +121,62 @@ class XGBoostCostModel:
         dtrain = self.xgb.DMatrix(x, label=y)
         if self.loss_type == "rank":
             dtrain.set_group([len(indices)])
+        if self.base_model is not None:
+            self.base_discount = 2.0 ** (-len(indices) / 64.0)
+            if self.base_discount < 0.05:  # enough own samples: the history is dropped
+                self.base_model, self.base_discount = None, 0.0
+            else:
+                dtrain.set_base_margin(self._base_margin(indices))
         self.booster = self.xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round)
+
+    def fit_log(self, records, plan_size: int, min_seed_records: int = 500) -> bool:
+        """Train the base model on earlier records (``(MeasureInput, MeasureResult)``
+        pairs) of this task's template; False, with a logged message, when fewer than
+        ``min_seed_records`` of them are usable (see transfer.py), as in TVM."""
+        from .transfer import compatible_history
+
+        del plan_size
+        groups = [g for g in compatible_history(records, self.task)
+                  if any(r.error_no == 0 for _, r in g.records)]  # a group needs a time
+        n = sum(len(g.records) for g in groups)
+        if n < max(2, min_seed_records):
+            logger.info("history: %d usable records of template %s (min_seed_records=%d): "
+                        "the cost model is not trained from history", n, self.task.name,
+                        min_seed_records)
+            return False
+        feats, ys, sizes = [], [], []
+        for g in groups:
+            flops = np.array([g.task.flop / r.cost if r.error_no == 0 and r.cost > 0 else 0.0
+                              for _, r in g.records])
+            ys.append(flops / flops.max())  # normalized per workload
+            feats += [self.features(idx, g.task) for idx, _ in g.records]
+            sizes.append(len(g.records))
+        keys: set[str] = set()
+        for f in feats:
+            keys.update(f)
+        self.base_keys = sorted(keys)
+        dtrain = self.xgb.DMatrix(self._to_matrix(feats, self.base_keys),
+                                  label=np.concatenate(ys))
+        if self.loss_type == "rank":
+            dtrain.set_group(sizes)  # ranked within each workload
+        self.base_model = self.xgb.train(self.params, dtrain,
+                                         num_boost_round=self.num_boost_round)
+        self.base_discount = 1.0
+        self.history_records = n
+        logger.info("history: cost model of %s trained on %d records of %d workloads",
+                    self.task.name, n, len(groups))
+        return True
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None
+        return self.booster is not None or self.base_model is not None
 
     def predict(self, indices) -> np.ndarray:
         if self.booster is None:
-            return np.zeros(len(indices))
-        return self.booster.predict(self.xgb.DMatrix(self._matrix(indices)))
+            if self.base_model is None:
+                return np.zeros(len(indices))
+            return self._base_margin(indices)
+        d = self.xgb.DMatrix(self._matrix(indices))
+        if self.base_model is not None:
+            d.set_base_margin(self._base_margin(indices))
+        return self.booster.predict(d)
