@@ -43,6 +43,7 @@ from benchmarks import common  # noqa: E402
 from benchmarks import peak as peak_mod  # noqa: E402
 from benchmarks.common import load_example  # noqa: E402
 from benchmarks.foundation import fresh_cache  # noqa: E402
+from kiln import topi  # noqa: E402
 from kiln.topi.x86 import lanes  # noqa: E402
 
 NAME = "ops"
@@ -433,6 +434,9 @@ def _layer(name: str, *args, **kw):
 
 
 def resnet_conv_case(c: int, n: int, k: int = 3, stride: int = 1) -> Callable[[], Prepared]:
+    """kiln's convolution as the compiler picks it: Winograd (kernel transformed ahead of
+    time, as for a model's constant weights) where ``topi.nn.winograd_tile`` says it pays,
+    the direct packed convolution otherwise; the direct one is also timed (``direct``)."""
     def prepare():
         pad = k // 2
         mod, bs, shapes = _layer("conv2d", c, n, k=k, stride=stride, cb=BLOCK)
@@ -442,7 +446,16 @@ def resnet_conv_case(c: int, n: int, k: int = 3, stride: int = 1) -> Callable[[]
         X, W, Y = _nd(pack_nchwc(x, BLOCK), pack_kernel(w, BLOCK, ob),
                       np.empty(shapes[-1], "float32"))
         env = {"mod": mod, "X": X, "W": W, "Y": Y, "x": x, "w": w, "np_conv2d": np_conv2d}
-        cands = {"kiln": Candidate("mod(X, W, Y)", lambda r: unpack_nchwc(Y.numpy()))}
+        direct = Candidate("mod(X, W, Y)", lambda r: unpack_nchwc(Y.numpy()))
+        cands = {"kiln": direct}
+        m = topi.nn.winograd_tile(n, n, c, c) if (k, stride) == (3, 1) else None
+        if m:
+            wmod, wbs, wshapes = _layer("conv2d_winograd", c, n, m=m, cb=BLOCK)
+            bs = max(bs, wbs)
+            env.update(wmod=wmod, U=_nd(topi.nn.winograd_weight_transform(w, m, BLOCK))[0],
+                       YW=_nd(np.empty(wshapes[-1], "float32"))[0])
+            cands = {"kiln": Candidate("wmod(X, U, YW)", lambda r: unpack_nchwc(
+                env["YW"].numpy())), "direct": direct}
         if stride == 1:
             cands["numpy"] = Candidate(f"np_conv2d(x, w, {pad})", _np_out)
         _add_torch(cands, env, lambda t: {"tx": t.from_numpy(x)[None], "tw": t.from_numpy(w)},
@@ -575,12 +588,14 @@ def all_cases() -> list[Case]:
         add(Case(g, f"{m}x{n}", m * n, "compute", 2.0 * m * n, conv1d_case(m, n),
                  "conv1d_cpu toeplitz", goal=("numpy", 5.0) if (m, n) == (4096, 128) else None,
                  quick=(m, n) in ((4096, 128), (1024, 100))))
-    g = _title("conv2d_resnet", "ResNet-18 conv2d 3x3, C -> C, pad 1, batch 1 (NCHW16c in, "
-                                "NCHW32c out, layout conversion not timed)")
+    g = _title("conv2d_resnet", f"ResNet-18 conv2d 3x3, C -> C, pad 1, batch 1 (NCHW{BLOCK}c, "
+                                "layout conversion not timed; FLOPs counted as the direct "
+                                "convolution's)")
     for c, n in RESNET_CONV:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * c * n * n * 9, resnet_conv_case(c, n),
-                 "examples/cpu/layers.py conv2d (topi conv2d_NCHWc, NCHW16c in, NCHW32c out, "
-                 "2 x 16 lanes x 14 or 7 pixels per register block)",
+                 "examples/cpu/layers.py conv2d_winograd (topi conv2d_winograd_NCHWc, F(4x4) "
+                 "at 56² and 28², F(2x2) at 14²) or conv2d at 7² (topi conv2d_NCHWc; register "
+                 "blocks sized to the machine's vector registers)",
                  goal=("torch", 1.3), quick=c == 64, blas=True))
     g = _title("depthwise_resnet", "Depthwise conv2d 3x3, pad 1, batch 1 (NCHW16c, layout "
                                    "conversion not timed)")
@@ -704,7 +719,7 @@ def goal_met(goal: tuple[str, float] | None, row: dict[str, Any]) -> bool | None
 # the report
 # ---------------------------------------------------------------------------------------
 
-REFS = ("numpy", "torch", "scipy")
+REFS = ("numpy", "torch", "scipy", "direct")  # direct: kiln's direct conv where kiln's is not
 
 
 def _ms(seconds: float | None) -> str:

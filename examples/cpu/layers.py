@@ -6,6 +6,9 @@ Each builder returns ``s, args`` for batch 1, fp32, data already packed as
 * ``conv2d(c, n, f=None, k=3, stride=1, cb=V, ob="auto")``: ``topi.nn.conv2d_NCHWc``
   with output blocks of ``ob`` channels and :func:`schedule_conv2d_wide` (``ob=None``:
   topi's ``schedule_conv2d_NCHWc``); kernel ``(F/ob, C/cb, k, k, cb, ob)``;
+* ``conv2d_winograd(c, n, f=None, m=None, cb=V)``: the same 3x3 stride-1 convolution by
+  Winograd's F(m x m, 3 x 3) (``topi.nn.conv2d_winograd_NCHWc``), kernel transformed ahead
+  of time;
 * ``depthwise(c, n, k=3, stride=1, cb=V)``: ``topi.nn.depthwise_conv2d_NCHWc``, parallel
   per channel block with the padding computed inside; kernel ``(C/cb, 1, k, k, 1, cb)``;
 * ``pool(kind, c, n, k=3, stride=2, pad=1, cb=V)``: ``topi.nn.pool2d`` (``"max"``/``"avg"``,
@@ -120,6 +123,21 @@ def schedule_conv2d_wide(out, vl=None):
     s[local].unroll(loo)
     s[local].vectorize(loi)
     return s
+
+
+def conv2d_winograd(c, n, f=None, m=None, cb=None):
+    """A 3x3 stride-1 ``conv2d`` (pad 1) as ``topi.nn.conv2d_winograd_NCHWc`` F(m x m, 3 x 3)
+    with ``topi.x86``'s schedule; the kernel is transformed ahead of time
+    (``topi.nn.winograd_weight_transform(w, m, cb)``: ``(m+2, m+2, F/cb, C, cb)``), as a
+    compiler does for the constant weights of a model. ``m`` defaults to
+    ``topi.nn.winograd_tile`` (4 at 56² and 28², 2 at 14²)."""
+    f = c if f is None else f
+    cb = cb or _lanes()
+    m = m or topi.nn.winograd_tile(n, n, c, f) or 2
+    data = te.placeholder((1, c // cb, n, n, cb), name="data")
+    kernel = te.placeholder((m + 2, m + 2, f // cb, c, cb), name="kernel")
+    out = topi.nn.conv2d_winograd_NCHWc(data, kernel, 1, m)
+    return topi.x86.schedule_conv2d_winograd_NCHWc([out]), (data, kernel, out)
 
 
 def depthwise(c, n, k=3, stride=1, cb=None, rw=None):

@@ -11,6 +11,7 @@ from .pad import pad, pad_masked
 from .pooling import adaptive_pool, global_pool, pool, pool2d
 from .softmax import log_softmax, softmax
 from .utils import conv_out_size, get_pad_tuple
+from .winograd import conv2d_winograd_NCHWc, winograd_tile, winograd_weight_transform
 
 __all__ = [
     "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_NCHWc",
@@ -18,5 +19,5 @@ __all__ = [
     "leaky_relu", "prelu", "gelu", "flatten", "batch_norm", "layer_norm", "pad", "pad_masked",
     "pool2d",
     "pool", "global_pool", "adaptive_pool", "softmax", "log_softmax", "get_pad_tuple",
-    "conv_out_size",
+    "conv_out_size", "conv2d_winograd_NCHWc", "winograd_weight_transform", "winograd_tile",
 ]

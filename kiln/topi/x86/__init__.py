@@ -30,9 +30,11 @@ from .injective import (
 from .pooling import schedule_adaptive_pool, schedule_global_pool, schedule_pool
 from .reduction import schedule_reduce
 from .softmax import schedule_layer_norm, schedule_softmax
+from .winograd import schedule_conv2d_winograd_NCHWc
 
 #: tag of the anchor operation -> its schedule, in order of precedence.
 SCHEDULE_BY_TAG = (
+    ("conv2d_NCHWc_winograd", schedule_conv2d_winograd_NCHWc),
     ("conv2d_NCHWc", schedule_conv2d_NCHWc),
     ("depthwise_conv2d_NCHWc", schedule_depthwise_conv2d_NCHWc),
     ("conv2d_nchw", schedule_conv2d_nchw),
@@ -83,4 +85,5 @@ __all__ = [
     "schedule_matmul", "schedule_batch_matmul", "schedule_pool", "schedule_adaptive_pool",
     "schedule_global_pool", "schedule_softmax", "schedule_layer_norm", "schedule_auto",
     "schedule_extern", "SCHEDULE_BY_TAG", "lanes", "vector_registers",
+    "schedule_conv2d_winograd_NCHWc",
 ]

@@ -1,0 +1,121 @@
+"""CPU schedule of the Winograd convolution (``topi.nn.conv2d_winograd_NCHWc``).
+
+The three stages run block by block: the output is cut into blocks of ``rows`` tile rows
+(run in parallel); for each block the input transform ``winograd_V`` and the batched matrix
+product ``winograd_M`` are computed for just the block's tiles, so their intermediate data
+(``alpha^2 x tiles x channels``) stays in the cache between the stages instead of making
+three passes over memory. The matrix product is blocked like the packed direct convolution:
+``rt`` tiles x ``vo`` output-channel vectors of accumulators in registers, the input channels
+streamed, two at a time. Both transforms are unrolled over the tile's coordinates (which
+makes the transform matrices' entries constants: zeros vanish, +-1 become adds) and
+vectorized along the channel block.
+"""
+
+from __future__ import annotations
+
+from kiln import te
+
+from ..utils import as_list, get_const_tuple, input_tensors
+from ._common import (
+    find_anchor,
+    inline_injective,
+    largest_divisor,
+    num_threads,
+    schedule_pad,
+    worth_parallel,
+)
+from .injective import schedule_injective_from_existing
+
+#: the batched product's register tile: tiles x output-channel vectors
+TILE_ROWS, TILE_VECTORS = 7, 2
+
+
+def winograd_plan(conv) -> dict:
+    """``rows`` tile rows per parallel block (enough blocks for every thread, and at least
+    ~16 tiles per block), ``rt``/``vo`` the register tile of the batched product."""
+    _, oco, oh, ow, _ = get_const_tuple(conv.output(0).shape)
+    m = conv.attrs["winograd_m"]
+    nh, nw = -(-oh // m), -(-ow // m)
+    rows = 1
+    while rows < nh and rows * nw < 16:
+        rows += 1
+    while rows > 1 and -(-nh // rows) < num_threads():
+        rows -= 1
+    tiles = rows * nw
+    rt = largest_divisor(tiles, TILE_ROWS) if tiles % TILE_ROWS else TILE_ROWS
+    if rt < 4:
+        rt = min(tiles, TILE_ROWS)
+    vo = TILE_VECTORS if oco % TILE_VECTORS == 0 else 1
+    return {"m": m, "rows": rows, "rt": rt, "vo": vo}
+
+
+def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
+    """Schedule ``outs`` whose anchor is a ``conv2d_NCHWc_winograd`` (module doc)."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    conv = find_anchor(outs, ("conv2d_NCHWc_winograd",))
+    if conv is None:
+        for t in outs:
+            schedule_injective_from_existing(s, t)
+        return s
+    plan = plan or winograd_plan(conv)
+    m, rows, rt, vo = plan["m"], plan["rows"], plan["rt"], plan["vo"]
+    gemm = input_tensors(conv)[0].op
+    v_op = input_tensors(gemm)[0].op
+    pad = input_tensors(v_op)[0].op
+
+    inline_injective(s, outs, keep=[gemm, v_op, pad])
+    out = outs[0].op
+    if out is not conv:
+        s[conv].compute_inline()  # the output transform is computed in the epilogue's loops
+    out_st = s[out]
+    b, k, y, x, o = out_st.op.axis
+    yo, yr = out_st.split(y, factor=m * rows)
+    ty, i = out_st.split(yr, factor=m)
+    tx, j = out_st.split(x, factor=m)
+    out_st.reorder(b, yo, k, ty, tx, i, j, o)
+    if worth_parallel(conv):
+        out_st.parallel(yo)
+    out_st.unroll(i)
+    out_st.unroll(j)
+    out_st.vectorize(o)
+    for t in outs[1:]:
+        if t.op is not conv:
+            schedule_injective_from_existing(s, t)
+
+    # the batched matrix product of the block's tiles, register-blocked
+    acc = s.cache_write(gemm.output(0), "local")
+    g = s[gemm]
+    g.compute_at(out_st, yo)
+    e, nu, gk, gt, go = g.op.axis
+    gko, gki = g.split(gk, factor=vo)
+    gto, gti = g.split(gt, factor=rt)
+    g.reorder(e, nu, gko, gto, gki, gti, go)
+    g.unroll(gki)  # a constant index into the accumulators keeps them in registers
+    g.unroll(gti)
+    g.vectorize(go)
+    s[acc].compute_at(g, gto)
+    ae, anu, ak, at, ao = s[acc].op.axis
+    (c,) = s[acc].op.reduce_axis
+    co, ci = s[acc].split(c, factor=2)
+    s[acc].reorder(ae, anu, co, ci, ak, at, ao)
+    s[acc].unroll(ci)
+    s[acc].unroll(ak)
+    s[acc].unroll(at)
+    s[acc].vectorize(ao)
+
+    # the input transform of the block's tiles, vectorized along the channel block
+    cb = get_const_tuple(pad.output(0).shape)[-1]
+    vs = s[v_op]
+    vs.compute_at(out_st, yo)
+    ve, vnu, vt, vc = vs.op.axis
+    vco, vci = vs.split(vc, factor=cb)
+    vs.reorder(vt, vco, ve, vnu, vci)
+    vs.unroll(ve)
+    vs.unroll(vnu)
+    vs.vectorize(vci)
+    schedule_pad(s, pad, channel_axis=1)
+    return s
+
+
+__all__ = ["schedule_conv2d_winograd_NCHWc", "winograd_plan"]
