@@ -3,7 +3,10 @@ layout, layout-agnostic operators carried in it, ``layout_transform`` only at bo
 
 What the pass guarantees:
 
-* every ``conv2d`` with constant weights and ``groups == 1`` becomes ``conv2d_NCHWc``, and
+* every float32 3x3 stride-1 ``conv2d`` where ``topi.nn.winograd_tile`` says Winograd pays
+  becomes ``conv2d_winograd_NCHWc`` (its weights transformed here, at compile time, to
+  ``[m+2, m+2, O/ob, I, ob]``; ``WINOGRAD = False`` turns this off);
+* every other ``conv2d`` with constant weights and ``groups == 1`` becomes ``conv2d_NCHWc``, and
   every depthwise ``conv2d`` (channel multiplier 1) ``depthwise_conv2d_NCHWc``; their weights
   are packed here, at compile time (``OIHW`` -> ``OIHW{ib}i{ob}o``, depthwise
   ``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``); a conv bias becomes an ``add`` of a
@@ -34,6 +37,8 @@ instead of ``inf`` in the outputs whose window reads it.
 from __future__ import annotations
 
 import numpy as np
+
+from kiln.topi.nn.winograd import winograd_tile, winograd_weight_transform
 
 from .graph import Graph, Node, call, const
 from .op import np_layout_transform
@@ -141,6 +146,21 @@ def _is_4d(n: Node) -> bool:
     return len(n.shape) == 4
 
 
+#: turn 3x3 stride-1 convolutions into Winograd's (``topi.nn.winograd_tile`` picks where)
+WINOGRAD = True
+
+
+def _winograd_tile(n: Node, w: Node) -> int | None:
+    """F(m x m, 3 x 3)'s ``m`` for a float32 3x3 stride-1 undilated convolution where it
+    pays, else None."""
+    a = n.attrs
+    if not WINOGRAD or w.shape[2:] != (3, 3) or n.dtype != "float32":
+        return None
+    if tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1):
+        return None
+    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0])
+
+
 def _conv(p: _Packer, n: Node) -> bool:
     x, w = n.inputs[0], n.inputs[1]
     if not (_is_4d(x) and w.is_const and len(w.shape) == 4):
@@ -149,7 +169,15 @@ def _conv(p: _Packer, n: Node) -> bool:
     groups = a.get("groups", 1)
     c, oc = x.shape[1], n.shape[1]
     conv_attrs = {"strides": a["strides"], "padding": a["padding"], "dilation": a["dilation"]}
-    if groups == 1:
+    m = _winograd_tile(n, w) if groups == 1 else None
+    if m:
+        ib = p.blk(x) or channel_block(c)
+        ob = channel_block(oc)
+        u = winograd_weight_transform(w.value, m, ob)
+        wp = const(u, f"{w.name}_winograd{m}_{ob}o")
+        y = call("conv2d_winograd_NCHWc", [p.get(x, ib), wp], name=n.name,
+                 padding=a["padding"], tile=m)
+    elif groups == 1:
         ib = p.blk(x) or channel_block(c)
         ob = channel_block(oc)
         wp = const(pack_conv_weight(w.value, ib, ob), f"{w.name}_OIHW{ib}i{ob}o")

@@ -59,6 +59,11 @@ def _conv2d_nchwc(ts, a):
                                 out_dtype=ts[0].dtype)
 
 
+def _conv2d_winograd(ts, a):
+    return topi.nn.conv2d_winograd_NCHWc(ts[0], ts[1], tuple(a["padding"]), a["tile"],
+                                         out_dtype=ts[0].dtype)
+
+
 def _depthwise_nchwc(ts, a):
     return topi.nn.depthwise_conv2d_NCHWc(ts[0], ts[1], a["strides"], tuple(a["padding"]),
                                           a["dilation"])
@@ -123,6 +128,7 @@ OPS: dict = {
                           OPAQUE, None),
     "conv2d_NCHWc": (_conv2d_nchwc, OUT_ELEMWISE_FUSABLE, None),
     "depthwise_conv2d_NCHWc": (_depthwise_nchwc, OUT_ELEMWISE_FUSABLE, None),
+    "conv2d_winograd_NCHWc": (_conv2d_winograd, OUT_ELEMWISE_FUSABLE, None),
     "layout_transform": (lambda ts, a: topi.layout_transform(ts[0], a["src_layout"],
                                                              a["dst_layout"]), INJECTIVE,
                          lambda v, a: np_layout_transform(v[0], a["src_layout"],
