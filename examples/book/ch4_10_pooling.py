@@ -14,6 +14,13 @@ from kiln.contrib import d2ltvm
 from kiln.te.tensor import ComputeOp
 
 
+
+def _lanes():
+    """fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)."""
+    from kiln.topi.x86 import lanes
+
+    return lanes("float32")
+
 def auto_inline_injective(sch):
     """The book's call: ``te.schedule.AutoInlineInjective(sch)``."""
     te.schedule.AutoInlineInjective(sch)
@@ -64,13 +71,14 @@ def schedule_avg(size, inline=auto_inline_injective):
     return sch, (X, Y)
 
 
-def fast_pool(pool_type, size, vl=16, min_parallel=1 << 14):
+def fast_pool(pool_type, size, vl=None, min_parallel=1 << 14):
     """Beyond the book: the padding is *not* inlined. Inlined, every one of the k*k reads of
     every output element carries the ``if_then_else`` of the padding, which kiln leaves
     scalar; here each channel's padded plane is computed once, just before that channel's
     pooling (``compute_at`` the channel loop, so it is still in cache), and the window
     reduction reads it without conditions, 16-lane vectors of output columns in a local
     accumulator. Channels run in parallel when the output has ``min_parallel`` elements."""
+    vl = vl or _lanes()
     c, n, k = size[:]
     X, Y, PaddedX = d2ltvm.pool(pool_type, c, n, n, k, k, 1, 1, 1, 1)
     sch = te.create_schedule(Y.op)

@@ -17,6 +17,13 @@ from kiln import te
 from kiln.contrib import d2ltvm
 
 
+
+def _lanes():
+    """fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)."""
+    from kiln.topi.x86 import lanes
+
+    return lanes("float32")
+
 def default_bn(size):
     c, n = size[:]
     X, Mean, Var, Gamma, Beta, Y = d2ltvm.batch_norm(c, n)
@@ -50,10 +57,11 @@ def bn_scale_shift(c, n, eps=1e-5):
     return X, Mean, Var, Gamma, Beta, Y
 
 
-def fast_bn(size, vl=16, min_parallel=1 << 16):
+def fast_bn(size, vl=None, min_parallel=1 << 16):
     """``bn_scale_shift`` with the (h, w) plane of each channel flattened, split into vectors
     of ``vl`` lanes; parallel over channels when there are at least ``min_parallel``
     elements (below that, waking a second thread costs more than it saves)."""
+    vl = vl or _lanes()
     c, n = size[:]
     X, Mean, Var, Gamma, Beta, Y = bn_scale_shift(c, n)
     sch = te.create_schedule(Y.op)
