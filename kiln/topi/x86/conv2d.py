@@ -145,15 +145,17 @@ def nchwc_plan(conv) -> dict:
 
     With 16 vector registers (AVX2, 8 fp32 lanes) a convolution tile is up to 8 pixels x 1
     block and ``ku = 4``: 2 blocks spill, and on a Zen 3 core 8 x 1 with ``ku = 4`` measured
-    0.65-0.8x the time of 8 x 2 with ``ku = 2`` on ResNet-18's 3x3 and 1x1 layers."""
+    0.65-0.8x the time of 8 x 2 with ``ku = 2`` on ResNet-18's 3x3 and 1x1 layers; a
+    depthwise tile is up to 8 pixels on rows wider than 14 (0.7x the time of 14 on
+    MobileNetV2's 28x28 to 112x112 layers), a whole row of up to 14."""
     _, occ, oh, ow, _ = get_const_tuple(conv.output(0).shape)
     nt = num_threads()
+    wide = vector_bytes() >= 64  # 32 vector registers (AVX-512), else 16 (AVX2)
     if conv.tag.startswith("depthwise"):
-        rw = _reg_block(ow)
+        rw = _reg_block(ow, 14 if wide or ow <= 14 else 8)
         par = "y" if oh >= occ or oh >= 2 * nt else "oc"
         return {"rw": rw, "vo": 1, "par": par, "inline_pad": True}
     rw = _reg_block(ow, 8)
-    wide = vector_bytes() >= 64  # 32 vector registers (AVX-512), else 16 (AVX2)
     vo = 2 if wide and occ % 2 == 0 and rw <= 8 else 1
     n_oc = occ // vo
     w_bytes = 4
