@@ -11,12 +11,13 @@ What the pass guarantees:
   are packed here, at compile time (``OIHW`` -> ``OIHW{ib}i{ob}o``, depthwise
   ``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``); a conv bias becomes an ``add`` of a
   packed ``[C/b, 1, 1, b]`` constant (fused into the conv's kernel);
-* a tensor of ``C`` channels is packed by :func:`channel_block` ``(C)``: ``b`` = the float32
-  lanes of one vector register (16 with AVX-512, 8 with AVX2) when it divides, else the
-  largest power-of-two divisor ≥ 4, else ``C`` itself when ``C ≤ b``, else the largest
-  divisor ≤ ``b``. A convolution reads its input in whatever block its producer wrote
-  (the input block is only a split of the reduction), so consecutive convolutions need no
-  transform; the 3-channel stem reads ``NCHW3c`` (one block of the 3 channels, no padding);
+* a tensor of ``C`` channels is packed by :func:`channel_block` ``(C)``: the preferred block
+  ``B`` (one SIMD register of float32 of the target CPU: 16 with AVX-512, 8 with AVX2) when
+  it divides, else the largest power-of-two divisor ≥ 4, else ``C`` itself when ``C ≤ B``,
+  else the largest divisor ≤ B. A convolution reads its input in whatever block its
+  producer wrote (the input block is only a split of the reduction), so consecutive
+  convolutions need no transform; the 3-channel stem reads ``NCHW3c`` (one block of the 3
+  channels, no padding);
 * elementwise / broadcast operators (relu, clip, sigmoid, tanh, leaky relu, add, subtract,
   multiply, divide, bias add), max / average pooling and global average pooling run in the
   layout of their blocked input; a per-channel constant operand ``[C, 1, 1]`` is packed to
@@ -49,27 +50,34 @@ UNARY = {"relu", "clip", "sigmoid", "tanh", "leaky_relu"}
 BINARY = {"add", "subtract", "multiply", "divide"}
 POOLS = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"}
 
+#: the preferred channel block; None: one SIMD register of float32 of the CPU the graph is
+#: built for (16 with AVX-512, 8 with AVX2, 4 otherwise; ``topi.x86`` ``vector_bytes``)
+BLOCK: int | None = None
+
+
 def preferred_block() -> int:
-    """The preferred channel block: float32 lanes of one vector register of this machine
-    (16 with AVX-512, 8 with AVX2)."""
-    from kiln.topi.x86._common import lanes
-
-    return max(4, lanes("float32"))
-
-
-def channel_block(c: int) -> int:
-    """The channel block of a tensor with ``c`` channels."""
-    BLOCK = preferred_block()  # noqa: N806
-    if c % BLOCK == 0:
+    """The channel block the packed kernels are built around: one vector of float32."""
+    if BLOCK:
         return BLOCK
-    b = BLOCK // 2
+    from kiln.topi.x86._common import vector_bytes
+
+    return max(4, vector_bytes() // 4)
+
+
+def channel_block(c: int, block: int | None = None) -> int:
+    """The channel block of a tensor with ``c`` channels (``block``: the preferred one,
+    default :func:`preferred_block`)."""
+    block = block or preferred_block()
+    if c % block == 0:
+        return block
+    b = block // 2
     while b >= 4:
         if c % b == 0:
             return b
         b //= 2
-    if c <= BLOCK:
+    if c <= block:
         return c
-    return max(d for d in range(1, BLOCK + 1) if c % d == 0)
+    return max(d for d in range(1, block + 1) if c % d == 0)
 
 
 def layout_name(block: int) -> str:
@@ -278,5 +286,5 @@ def alter_op_layout(graph: Graph) -> Graph:
     return Graph([p.new[i.uid] for i in graph.inputs], [p.get(o, 0) for o in graph.outputs])
 
 
-__all__ = ["alter_op_layout", "channel_block", "pack_conv_weight", "pack_depthwise_weight",
-           "pack_channel_const", "layout_name"]
+__all__ = ["alter_op_layout", "channel_block", "preferred_block", "pack_conv_weight",
+           "pack_depthwise_weight", "pack_channel_const", "layout_name"]

@@ -108,16 +108,17 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
         raise NotImplementedError("relay.build: only CPU targets (llvm/c) are supported yet")
     ctx = PassContext.current()
     g = optimize(mod, params, ctx.opt_level)
-    if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
-        g = alter_op_layout(g)
-    groups = T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
-    funcs, kernels = {}, []
-    for k, grp in enumerate(groups):
-        name = "kiln_" + re.sub(r"[^A-Za-z0-9_]", "_", "_".join(
-            dict.fromkeys(T.op_label(n) for n in grp.nodes))) + f"_{k}"
-        func, ext = _kernel(grp, name, tgt)
-        funcs[name] = func
-        kernels.append((name, ext, grp.output))
+    with tgt:  # the layout pass and the schedules size blocks by the target CPU's vectors
+        if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
+            g = alter_op_layout(g)
+        groups = T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
+        funcs, kernels = {}, []
+        for k, grp in enumerate(groups):
+            name = "kiln_" + re.sub(r"[^A-Za-z0-9_]", "_", "_".join(
+                dict.fromkeys(T.op_label(n) for n in grp.nodes))) + f"_{k}"
+            func, ext = _kernel(grp, name, tgt)
+            funcs[name] = func
+            kernels.append((name, ext, grp.output))
     assign, sizes, naive = T.plan_memory(groups, g)
     lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
     factory = GraphExecutorFactoryModule.from_plan(g, kernels, assign, sizes, lib, mod_name)

@@ -17,12 +17,22 @@ from kiln.relay.alter_layout import (  # noqa: E402
     channel_block,
     pack_conv_weight,
     pack_depthwise_weight,
+    preferred_block,
 )
 from kiln.relay.op import np_layout_transform  # noqa: E402
+from kiln.target import Target  # noqa: E402
+from kiln.topi.x86 import _common  # noqa: E402
 
 from . import models  # noqa: E402
 
 _rng = np.random.default_rng(3)
+
+
+@pytest.fixture(autouse=True)
+def _avx512_blocks(monkeypatch):
+    """The expected layouts below are those of a 64-byte-vector (AVX-512) target, whatever
+    this machine's vectors (the kernels run correctly either way)."""
+    monkeypatch.setattr(_common, "VECTOR_BYTES", 64)
 
 
 def _w(name, *shape):
@@ -60,10 +70,10 @@ def mixed_ops(c=3, f=24, hw=13):
     return _model(nodes, inits, [1, c, hw, hw], [1, 40, 1, 1])
 
 
-def _build(m, opt_level=3, **kw):
+def _build(m, opt_level=3, target="llvm", **kw):
     mod, params = relay.frontend.from_onnx(m)
     with relay.build_config(opt_level=opt_level, **kw):
-        return relay.build(mod, "llvm", params=params)
+        return relay.build(mod, target, params=params)
 
 
 def _run_and_check(m, lib):
@@ -78,25 +88,27 @@ def _run_and_check(m, lib):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
 
 
-@pytest.fixture(autouse=True)
-def _avx512_blocks(request, monkeypatch):
-    """The printed layouts below are written for 16-channel blocks (one AVX-512 vector);
-    pin the preferred block so the tests read the same on every machine."""
-    from kiln.relay import alter_layout
-
-    if "vector" not in request.fixturenames:
-        monkeypatch.setattr(alter_layout, "preferred_block", lambda: 16)
+def test_channel_block():
+    assert [channel_block(c) for c in (64, 48, 24, 8, 3, 10, 36, 20, 34)] == \
+        [16, 16, 8, 8, 3, 10, 4, 4, 2]
+    assert [channel_block(c, 8) for c in (64, 48, 24, 8, 3, 10, 36, 20, 12)] == \
+        [8, 8, 8, 8, 3, 5, 4, 4, 4]
 
 
-@pytest.mark.parametrize("vector, blocks", [
-    (16, [16, 16, 8, 8, 3, 10, 4, 4, 2]),  # AVX-512: 16 fp32 lanes
-    (8, [8, 8, 8, 8, 3, 5, 4, 4, 2]),  # AVX2: 8 fp32 lanes
-])
-def test_channel_block(monkeypatch, vector, blocks):
-    from kiln.relay import alter_layout
-
-    monkeypatch.setattr(alter_layout, "preferred_block", lambda: vector)
-    assert [channel_block(c) for c in (64, 48, 24, 8, 3, 10, 36, 20, 34)] == blocks
+def test_block_follows_the_target_vector_width(monkeypatch):
+    """One float32 vector of the target CPU: ``-mcpu`` names it, else this machine."""
+    monkeypatch.setattr(_common, "VECTOR_BYTES", None)
+    with Target("llvm -mcpu=skylake-avx512"):
+        assert preferred_block() == 16
+    with Target("llvm -mcpu=haswell"):
+        assert preferred_block() == 8
+    assert preferred_block() == max(4, _common.host_vector_bytes() // 4)
+    m = mixed_ops(f=32)
+    assert "NCHW16c" in _build(m, target="llvm -mcpu=skylake-avx512").summary
+    lib = _build(m, target="llvm -mcpu=haswell")
+    assert "NCHW8c" in lib.summary and "NCHW16c" not in lib.summary
+    if _common.host_vector_bytes() >= 32:  # an AVX2 binary runs here
+        _run_and_check(m, lib)
 
 
 def test_weight_packing_matches_layout_transform():

@@ -122,8 +122,15 @@ NCHWC_CASES = [
 ]
 
 
+@pytest.fixture(params=[32, 64], ids=["avx2", "avx512"])
+def vector_bytes(request, monkeypatch):
+    """Schedules planned for 16 (AVX2) and 32 (AVX-512) vector registers."""
+    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("n, c, icb, h, f, ocb, k, s, p, d", NCHWC_CASES)
-def test_conv2d_NCHWc(n, c, icb, h, f, ocb, k, s, p, d):  # noqa: N802
+def test_conv2d_NCHWc(n, c, icb, h, f, ocb, k, s, p, d, vector_bytes):  # noqa: N802
     X = te.placeholder((n, c // icb, h, h, icb), name="X")
     W = te.placeholder((f // ocb, c // icb, k, k, icb, ocb), name="W")
     Y = topi.nn.conv2d_NCHWc(X, W, s, p, d, f"NCHW{icb}c", f"NCHW{ocb}c")
@@ -144,6 +151,22 @@ def test_conv2d_NCHWc_with_epilogue():  # noqa: N802
     (got,) = run(topi.x86.schedule_conv2d_NCHWc, Y, [X, W, B],
                  [ref.pack_nchwc(x, 8), ref.pack_kernel(wt, 8, 16), b])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
+    """AVX-512 (32 registers): 8 pixels x 2 channel blocks, input channels unrolled by 2;
+    AVX2 (16 registers): 8 pixels x 1 block, unrolled by 4; depthwise rows of up to 14 / 8."""
+    X = te.placeholder((1, 8, 58, 58, 8), name="X")
+    conv = topi.nn.conv2d_NCHWc(X, te.placeholder((8, 8, 3, 3, 8, 8), name="W"), 1, 0, 1)
+    dw = topi.nn.depthwise_conv2d_NCHWc(X, te.placeholder((8, 1, 3, 3, 1, 8), name="D"),
+                                        1, 0, 1)
+    plan = topi.x86.conv2d.nchwc_plan
+    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 64)
+    assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 2, 2)
+    assert plan(dw.op)["rw"] == 14
+    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 32)
+    assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 1, 4)
+    assert plan(dw.op)["rw"] == 8
 
 
 # (batch, channels, multiplier, size, kernel, stride, padding, dilation)
@@ -169,7 +192,7 @@ def test_depthwise_conv2d_nchw(n, c, m, h, k, s, p, d):
 
 @pytest.mark.parametrize("n, c, cb, h, k, s, p", [(1, 32, 16, 14, 3, 1, 1),
                                                    (1, 8, 8, 11, 3, 2, 1)])
-def test_depthwise_conv2d_NCHWc(n, c, cb, h, k, s, p):  # noqa: N802
+def test_depthwise_conv2d_NCHWc(n, c, cb, h, k, s, p, vector_bytes):  # noqa: N802
     X = te.placeholder((n, c // cb, h, h, cb), name="X")
     W = te.placeholder((c // cb, 1, k, k, 1, cb), name="W")
     Y = topi.nn.depthwise_conv2d_NCHWc(X, W, s, p, 1)

@@ -13,19 +13,65 @@ from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 from .. import tag as _tag
 from ..utils import all_ops, get_const_int, input_tensors, is_const_int
 
+#: Bytes of one SIMD register the schedules target; None: that of the CPU the kernels are
+#: built for (:func:`vector_bytes`). Set it to pin the width (tests, cross-machine builds).
+VECTOR_BYTES: int | None = None
 
-def vector_bytes() -> int:
-    """Bytes of one SIMD register of this machine (64 with AVX-512, 32 with AVX2, 16 with
-    SSE/NEON): the schedules' vectors are exactly one register wide, because a wider vector
-    type makes the C compiler split every operation and spill (measured 25x slower for a
-    16-lane convolution on an AVX2 machine)."""
+#: ``-mcpu`` names (GCC ``-march`` values) of x86 CPUs with AVX-512F
+_AVX512_CPUS = ("avx512", "knl", "knm", "cannonlake", "icelake", "cascadelake", "cooperlake",
+                "tigerlake", "sapphirerapids", "emeraldrapids", "graniterapids", "rocketlake",
+                "diamondrapids", "znver4", "znver5", "x86-64-v4")
+#: ``-mcpu`` names of x86 CPUs with AVX (32-byte float vectors) but not AVX-512
+_AVX_CPUS = ("sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "alderlake",
+             "raptorlake", "meteorlake", "arrowlake", "lunarlake", "gracemont", "sierraforest",
+             "grandridge", "clearwaterforest", "pantherlake", "core-avx", "bdver", "btver2",
+             "znver", "x86-64-v3")
+
+
+def _mcpu_vector_bytes(mcpu: str) -> int | None:
+    """Vector bytes of an x86 ``-mcpu`` name; None when the name is not one of the known."""
+    m = mcpu.lower()
+    if any(k in m for k in _AVX512_CPUS):
+        return 64
+    if any(k in m for k in _AVX_CPUS):
+        return 32
+    return None
+
+
+def host_vector_bytes() -> int:
+    """Bytes of one SIMD register of this machine, as ``-march=native`` builds see it (the
+    C compiler's predefined macros, ``kiln.runtime.compiler.host_simd``): 64 with AVX-512F,
+    32 with AVX/AVX2, else 16 (SSE, NEON, unknown)."""
     return host_simd().vector_bytes
 
 
 def vector_registers() -> int:
-    """Architectural vector registers (32 with AVX-512 or NEON, else 16): the budget of a
-    register tile (accumulators + operands)."""
-    return host_simd().registers
+    """Vector registers of the CPU the kernels are built for (32 with AVX-512, else 16 on
+    x86): the budget of a register tile, accumulators plus operands."""
+    vb = vector_bytes()
+    if vb >= 64:
+        return 32
+    host = host_simd()
+    return host.registers if vb == host.vector_bytes and host.isa != "neon" else 16
+
+
+def vector_bytes() -> int:
+    """Bytes of one SIMD register of the CPU the kernels are built for: :data:`VECTOR_BYTES`
+    when set, else the current target's ``-mcpu`` when it names a known x86 CPU, else this
+    machine's. Schedules size their vectors (and the layout pass its channel blocks) by it:
+    a wider vector type than the machine's is split by GCC, and for 64-byte vectors on an
+    AVX2 machine GCC 12 moves every partial sum through the stack (measured ~20x slower
+    convolutions)."""
+    if VECTOR_BYTES:
+        return VECTOR_BYTES
+    from kiln.target import Target
+
+    tgt = Target.current()
+    if tgt is not None and tgt.is_cpu and tgt.mcpu and tgt.mcpu != "native":
+        vb = _mcpu_vector_bytes(tgt.mcpu)
+        if vb is not None:
+            return vb
+    return host_vector_bytes()
 
 #: Below this many output elements a loop nest stays sequential (an OpenMP fork costs more).
 PARALLEL_MIN_ELEMS = 16384
@@ -246,8 +292,9 @@ def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
 
 
 __all__ = [
-    "vector_bytes", "vector_registers", "PARALLEL_MIN_ELEMS", "lanes", "num_threads",
-    "const_extent", "numel", "work", "worth_parallel",
+    "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "vector_bytes", "host_vector_bytes",
+    "vector_registers", "lanes",
+    "num_threads", "const_extent", "numel", "work", "worth_parallel",
     "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
     "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",
     "find_anchor", "pad_stage_of", "schedule_pad",

@@ -3,8 +3,8 @@ models), with the whole-model latency of kiln and onnxruntime interleaved in one
 (``python -m benchmarks models`` is the full suite). Not a test (no timing assertions): run
 it by hand with the thread count fixed, e.g.
 
-    OMP_NUM_THREADS=2 python -m tests.relay.measure [resnet18] [mobilenet_v2] [--profile N]
-        [--ort-no-spin]
+    OMP_NUM_THREADS=2 python -m benchmarks.profile_models [resnet18] [mobilenet_v2]
+        [--profile N] [--ort-no-spin]
 """
 
 from __future__ import annotations
