@@ -14,6 +14,7 @@ from kiln.arith import Analyzer, IntervalSet, eval_interval
 from kiln.errors import ScheduleError
 from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Range, Var
 from kiln.ir.functor import collect_vars, post_order_visit
+from kiln.ir.structural import structural_equal, structural_hash
 
 from .relations import leaf_values, pass_down, pass_up
 from .schedule import Schedule, Stage
@@ -66,15 +67,19 @@ def thread_relaxed_vars(stage: Stage) -> set[Var]:
 
 
 def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
-    found: list[tuple[PrimExpr, ...]] = []
+    """The distinct index tuples at which ``body`` reads ``op`` (structurally equal ones
+    once: a Winograd transform reads each of its 36 tile elements in up to 36 sums)."""
+    found: dict[int, list[tuple[PrimExpr, ...]]] = {}
 
     def visit(n):
         if isinstance(n, ProducerLoad) and n.producer.op is op:
-            found.append(n.indices)
+            same = found.setdefault(structural_hash(n.indices), [])
+            if not any(structural_equal(n.indices, f) for f in same):
+                same.append(n.indices)
 
     for b in body:
         post_order_visit(b, visit)
-    return found
+    return [idx for group in found.values() for idx in group]
 
 
 def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar, Range]:

@@ -112,18 +112,14 @@ def _select(index, cases):
     return out
 
 
-def _transform(mat_a, mat_b, term):
-    """``cases[i][j] = sum_{r,s} mat_a[i][r] mat_b[j][s] term(r, s)`` (a 2-D transform)."""
-    return [[_combination(mat_a[i], lambda r, i=i, j=j: _combination(
-        mat_b[j], lambda s, r=r: term(r, s))) for j in range(len(mat_b))]
-        for i in range(len(mat_a))]
-
-
 def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa: N802
                           out_dtype=None):
     """3x3 stride-1 convolution of packed ``data`` by a :func:`winograd_weight_transform`
-    ``kernel_transformed`` (tag ``"conv2d_NCHWc_winograd"``; stages ``winograd_V``
-    (tag ``"winograd_input_transform"``) and ``winograd_M`` (``"winograd_batch_gemm"``))."""
+    ``kernel_transformed`` (tag ``"conv2d_NCHWc_winograd"``). Stages: ``winograd_BTd`` and
+    ``winograd_V`` (the input transform, one 1-D transform each: ``B^T d`` then ``(.) B``),
+    ``winograd_M`` (``"winograd_batch_gemm"``), ``winograd_ATM`` and the output (the output
+    transform, ``A^T M`` then ``(.) A``). Separable 1-D transforms keep every expression a
+    choice among ``alpha`` short sums, instead of ``alpha^2`` sums of up to 16 terms."""
     out_dtype = dt.normalize(out_dtype or data.dtype)
     bt, _, at = winograd_matrices(m)
     alpha = m + 2
@@ -144,16 +140,18 @@ def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa
                         (0, 0, nh * m + 2 - h - pt, nw * m + 2 - w - pl, 0), name="data_pad")
     n_tiles = nh * nw
 
-    def input_tile(e, nu, t, c):
+    def rows(e, s, t, c):  # (B^T d)[e, s] of tile t, channel c
         ty, tx = t // nw, t % nw
+        return _select(e, [_combination(bt[i], lambda r: padded[
+            0, c // cb, ty * m + r, tx * m + s, c % cb]) for i in range(alpha)])
 
-        def d(r, s):
-            return padded[0, c // cb, ty * m + r, tx * m + s, c % cb]
-
-        return _select(e, [_select(nu, row) for row in _transform(bt, bt, d)])
-
-    V = te.compute((alpha, alpha, n_tiles, ic), input_tile, name="winograd_V",
-                   tag="winograd_input_transform")
+    BTd = te.compute((alpha, alpha, n_tiles, ic), rows, name="winograd_BTd",
+                     tag="winograd_input_transform")
+    V = te.compute(
+        (alpha, alpha, n_tiles, ic),
+        lambda e, nu, t, c: _select(nu, [_combination(bt[j], lambda s: BTd[e, s, t, c])
+                                         for j in range(alpha)]),
+        name="winograd_V", tag="winograd_input_transform")
     c = te.reduce_axis((0, ic), name="c")
     M = te.compute(
         (alpha, alpha, oco, n_tiles, ob),
@@ -161,11 +159,16 @@ def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa
             V[e, nu, t, c].astype(out_dtype) * kernel_transformed[e, nu, k, c, o].astype(
                 out_dtype), axis=c),
         name="winograd_M", tag="winograd_batch_gemm")
+    ATM = te.compute(
+        (m, alpha, oco, n_tiles, ob),
+        lambda i, nu, k, t, o: _select(i, [_combination(at[ii], lambda e: M[e, nu, k, t, o])
+                                           for ii in range(m)]),
+        name="winograd_ATM", tag="winograd_output_transform")
 
     def output_tile(b, k, y, x, o):
         t = (y // m) * nw + x // m
-        cases = _transform(at, at, lambda e, nu: M[e, nu, k, t, o])
-        return _select(y % m, [_select(x % m, row) for row in cases])
+        return _select(x % m, [_combination(at[j], lambda nu: ATM[y % m, nu, k, t, o])
+                               for j in range(m)])
 
     return te.compute((n_batch, oco, oh, ow, ob), output_tile, name="conv2d_NCHWc_winograd",
                       tag="conv2d_NCHWc_winograd", attrs={"winograd_m": m})

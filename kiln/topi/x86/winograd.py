@@ -60,11 +60,13 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
         return s
     plan = plan or winograd_plan(conv)
     m, rows, rt, vo = plan["m"], plan["rows"], plan["rt"], plan["vo"]
-    gemm = input_tensors(conv)[0].op
+    atm = input_tensors(conv)[0].op
+    gemm = input_tensors(atm)[0].op
     v_op = input_tensors(gemm)[0].op
-    pad = input_tensors(v_op)[0].op
+    btd = input_tensors(v_op)[0].op
+    pad = input_tensors(btd)[0].op
 
-    inline_injective(s, outs, keep=[gemm, v_op, pad])
+    inline_injective(s, outs, keep=[atm, gemm, v_op, btd, pad])
     out = outs[0].op
     if out is not conv:
         s[conv].compute_inline()  # the output transform is computed in the epilogue's loops
@@ -82,6 +84,14 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     for t in outs[1:]:
         if t.op is not conv:
             schedule_injective_from_existing(s, t)
+
+    # A^T M of one tile, just before its output pixels: m x alpha vectors, in registers
+    zs = s[atm]
+    zs.compute_at(out_st, tx)
+    zi, znu, _, _, zo = zs.op.axis
+    zs.unroll(zi)
+    zs.unroll(znu)
+    zs.vectorize(zo)
 
     # the batched matrix product of the block's tiles, register-blocked
     acc = s.cache_write(gemm.output(0), "local")
@@ -114,6 +124,13 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     vs.unroll(ve)
     vs.unroll(vnu)
     vs.vectorize(vci)
+    # B^T d of one tile and channel vector, just before its B: alpha x alpha vectors
+    ts = s[btd]
+    ts.compute_at(vs, vco)
+    te_, tsx, _, tc = ts.op.axis
+    ts.unroll(te_)
+    ts.unroll(tsx)
+    ts.vectorize(tc)
     schedule_pad(s, pad, channel_axis=1)
     return s
 
