@@ -355,6 +355,18 @@ def build_failure_result(build: BuildResult) -> MeasureResult:
     return MeasureResult((build.error,), int(build.error_no), build.time_cost, time.time())
 
 
+def set_measure_settings(runner, timeout, number, repeat, min_repeat_ms, cooldown_interval,
+                         check_correctness, ref_func, rtol, atol) -> None:
+    """The timing and checking settings every runner (local or remote) keeps."""
+    runner.timeout = float(timeout)
+    runner.number, runner.repeat = int(number), int(repeat)
+    runner.min_repeat_ms = float(min_repeat_ms)
+    runner.cooldown_interval = float(cooldown_interval)
+    runner.check_correctness = bool(check_correctness)
+    runner.ref_func = ref_func
+    runner.rtol, runner.atol = float(rtol), float(atol)
+
+
 class LocalRunner(Runner):
     """Time candidates in a worker process: after one checked run, ``repeat``
     measurements of ``number`` calls each (``number`` grows until a measurement lasts
@@ -366,13 +378,8 @@ class LocalRunner(Runner):
                  min_repeat_ms: float = 0, cooldown_interval: float = 0.0,
                  check_correctness: bool = True, ref_func: Callable | None = None,
                  rtol: float = 1e-3, atol: float = 1e-4):
-        self.timeout = float(timeout)
-        self.number, self.repeat = int(number), int(repeat)
-        self.min_repeat_ms = float(min_repeat_ms)
-        self.cooldown_interval = float(cooldown_interval)
-        self.check_correctness = bool(check_correctness)
-        self.ref_func = ref_func
-        self.rtol, self.atol = float(rtol), float(atol)
+        set_measure_settings(self, timeout, number, repeat, min_repeat_ms, cooldown_interval,
+                             check_correctness, ref_func, rtol, atol)
         self._worker: Worker | None = None
         self._dir: str | None = None
         self.ref_path: str | None = None

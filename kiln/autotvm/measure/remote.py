@@ -39,6 +39,7 @@ from .local import (
     ref_func_reference,
     reference_outputs,
     run_result,
+    set_measure_settings,
 )
 from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, Runner
 
@@ -129,13 +130,8 @@ class RPCRunner(Runner):
             raise ValueError("RPCRunner: n_parallel must be >= 1")
         self.n_parallel = n
         self.slots = [self.servers[i % len(self.servers)] for i in range(n)]
-        self.timeout = float(timeout)
-        self.number, self.repeat = int(number), int(repeat)
-        self.min_repeat_ms = float(min_repeat_ms)
-        self.cooldown_interval = float(cooldown_interval)
-        self.check_correctness = bool(check_correctness)
-        self.ref_func = ref_func
-        self.rtol, self.atol = float(rtol), float(atol)
+        set_measure_settings(self, timeout, number, repeat, min_repeat_ms, cooldown_interval,
+                             check_correctness, ref_func, rtol, atol)
         self.ref_path: str | None = None
         self._ref_build: BuildResult | None = None  # the fallback, run on first measurement
         self._ref_lock = threading.Lock()
