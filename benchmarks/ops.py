@@ -594,7 +594,7 @@ def all_cases() -> list[Case]:
     for c, n in RESNET_CONV:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * c * n * n * 9, resnet_conv_case(c, n),
                  "examples/cpu/layers.py conv2d_winograd (topi conv2d_winograd_NCHWc, F(4x4) "
-                 "at 56² and 28², F(2x2) at 14²) or conv2d at 7² (topi conv2d_NCHWc; register "
+                 "at 56² and 28²) or conv2d at 14² and 7² (topi conv2d_NCHWc; register "
                  "blocks sized to the machine's vector registers)",
                  goal=("torch", 1.3), quick=c == 64, blas=True))
     g = _title("depthwise_resnet", "Depthwise conv2d 3x3, pad 1, batch 1 (NCHW16c, layout "

@@ -130,7 +130,7 @@ def conv2d_winograd(c, n, f=None, m=None, cb=None):
     with ``topi.x86``'s schedule; the kernel is transformed ahead of time
     (``topi.nn.winograd_weight_transform(w, m, cb)``: ``(m+2, m+2, F/cb, C, cb)``), as a
     compiler does for the constant weights of a model. ``m`` defaults to
-    ``topi.nn.winograd_tile`` (4 at 56² and 28², 2 at 14²)."""
+    ``topi.nn.winograd_tile`` (4 at 56² and 28²; 2 where it gives None)."""
     f = c if f is None else f
     cb = cb or _lanes()
     m = m or topi.nn.winograd_tile(n, n, c, f) or 2

@@ -90,5 +90,6 @@ def test_errors():
 
 def test_tile_choice():
     assert topi.nn.winograd_tile(56, 56, 64, 64) == 4
-    assert topi.nn.winograd_tile(14, 14, 256, 256) == 2
+    assert topi.nn.winograd_tile(28, 28, 512, 512) == 2
+    assert topi.nn.winograd_tile(14, 14, 256, 256) is None
     assert topi.nn.winograd_tile(7, 7, 512, 512) is None
