@@ -166,9 +166,12 @@ def peak_gflops(measured: dict[str, Any], threads: int | None = None) -> float:
 def settings(quick: bool) -> dict[str, Any]:
     """Repeats and sizes of the peak and triad measurements (shared by every suite, so that
     :func:`measure` measures once per ``kiln bench`` run)."""
+    # 2^20 FMA steps: a call of a few ms, so that waking the second thread is noise (with
+    # 2^16, ~0.4 ms calls, a 2-core AVX2 VM measured 69-124 GFLOP/s on 2 threads against
+    # 142-154 with longer calls and 157+ for numpy's GEMM)
     if quick:
-        return {"repeat": 5, "min_time": 0.05, "peak_steps": 1 << 16, "triad_n": 1 << 24}
-    return {"repeat": 11, "min_time": 0.1, "peak_steps": 1 << 16, "triad_n": 1 << 25}
+        return {"repeat": 5, "min_time": 0.05, "peak_steps": 1 << 20, "triad_n": 1 << 24}
+    return {"repeat": 11, "min_time": 0.1, "peak_steps": 1 << 20, "triad_n": 1 << 25}
 
 
 def summary(measured: dict[str, Any]) -> list[str]:
