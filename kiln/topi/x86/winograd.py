@@ -1,14 +1,16 @@
 """CPU schedule of the Winograd convolution (``topi.nn.conv2d_winograd_NCHWc``).
 
 The three stages run block by block: the output is cut into blocks of ``rows`` tile rows
-(run in parallel); for each block the input transform ``winograd_V`` and the batched matrix
-product ``winograd_M`` are computed for just the block's tiles, so their intermediate data
-(``alpha^2 x tiles x channels``) stays in the cache between the stages instead of making
-three passes over memory. The matrix product is blocked like the packed direct convolution:
-``rt`` tiles x ``vo`` output-channel vectors of accumulators in registers, the input channels
-streamed, two at a time. Both transforms are unrolled over the tile's coordinates (which
-makes the transform matrices' entries constants: zeros vanish, +-1 become adds) and
-vectorized along the channel block.
+(run in parallel); for each block the input transform (``winograd_BTd`` per tile and channel
+vector, then ``winograd_V``) and the batched matrix product ``winograd_M`` are computed for
+just the block's tiles, so their intermediate data (``alpha^2 x tiles x channels``) stays in
+the cache between the stages instead of making three passes over memory; the output
+transform's first half (``winograd_ATM``) is computed per tile just before the tile's output
+pixels. The matrix product is blocked like the packed direct convolution: ``rt`` tiles x
+``vo`` output-channel vectors of accumulators in registers, the input channels streamed, two
+at a time. The transforms are unrolled over the tile's coordinates (which makes the
+transform matrices' entries constants: zeros vanish, +-1 become adds) and vectorized along
+the channel block.
 """
 
 from __future__ import annotations
