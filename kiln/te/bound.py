@@ -66,6 +66,21 @@ def thread_relaxed_vars(stage: Stage) -> set[Var]:
     return out
 
 
+def _reads(body: list[PrimExpr], op) -> bool:
+    """Does ``body`` read ``op`` at all? (cheap: no index comparison)"""
+    found = []
+
+    def visit(n):
+        if not found and isinstance(n, ProducerLoad) and n.producer.op is op:
+            found.append(n)
+
+    for b in body:
+        post_order_visit(b, visit)
+        if found:
+            return True
+    return False
+
+
 def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
     """The distinct index tuples at which ``body`` reads ``op`` (structurally equal ones
     once: a Winograd transform reads each of its 36 tile elements in up to 36 sums)."""
@@ -89,7 +104,7 @@ def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar
     stages = compute_stages(sch)
     for st in reversed(stages):
         op = st.op
-        consumers = [c for c in stages if c is not st and _reads_of(bodies[c.op], op)]
+        consumers = [c for c in stages if c is not st and _reads(bodies[c.op], op)]
         _check_attachment(st, consumers)
         if st.is_output or not consumers:
             for iv in op.axis:
