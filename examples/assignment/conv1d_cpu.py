@@ -24,6 +24,7 @@ Every ``make_conv1d_cpu_scheduler*`` function takes ``(M, N)`` and returns ``s, 
 
 import kiln as tvm
 from kiln import te
+from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
 def conv1d_full(M, N):
@@ -46,12 +47,6 @@ def conv1d_full(M, N):
     )
     return A, W, B
 
-
-def _lanes():
-    """fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)."""
-    from kiln.topi.x86 import lanes
-
-    return lanes("float32")
 
 
 def make_conv1d_cpu_scheduler(M, N):
@@ -150,7 +145,7 @@ def conv1d_toeplitz(M, N, vl=None, rows=8):
     blocks are padded to a multiple of ``rows`` (Pad has zeros past the end) and
     ``B[n] = Bt[n // vl, n % vl]``.
     """
-    vl = vl or _lanes()
+    vl = vl or lanes("float32")
     L = M + N - 1
     P = -(-L // vl)
     P = -(-P // rows) * rows
@@ -184,7 +179,7 @@ def make_conv1d_cpu_scheduler_toeplitz(M, N, factor=2, vl=None, rows=8,
     22 us); the blocks run in parallel when there are at least ``min_parallel``
     multiply-adds (below that, waking a second thread costs more than it saves: at M=4096,
     N=128 the call takes ~10-20 us)."""
-    vl = vl or _lanes()
+    vl = vl or lanes("float32")
     A, W, Pad, WT, Bt, B = conv1d_toeplitz(M, N, vl, rows)
     s = te.create_schedule(B.op)
     _, pad_lane = s[Pad].split(Pad.op.axis[0], factor=vl)

@@ -12,14 +12,9 @@ import kiln as tvm
 from kiln import te
 from kiln.contrib import d2ltvm
 from kiln.te.tensor import ComputeOp
+from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
-
-def _lanes():
-    """fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)."""
-    from kiln.topi.x86 import lanes
-
-    return lanes("float32")
 
 def auto_inline_injective(sch):
     """The book's call: ``te.schedule.AutoInlineInjective(sch)``."""
@@ -78,7 +73,7 @@ def fast_pool(pool_type, size, vl=None, min_parallel=1 << 14):
     pooling (``compute_at`` the channel loop, so it is still in cache), and the window
     reduction reads it without conditions, 16-lane vectors of output columns in a local
     accumulator. Channels run in parallel when the output has ``min_parallel`` elements."""
-    vl = vl or _lanes()
+    vl = vl or lanes("float32")
     c, n, k = size[:]
     X, Y, PaddedX = d2ltvm.pool(pool_type, c, n, n, k, k, 1, 1, 1, 1)
     sch = te.create_schedule(Y.op)

@@ -15,14 +15,9 @@ the (channel, pixel) loops in parallel blocks of 16-lane vectors.
 import kiln as tvm
 from kiln import te
 from kiln.contrib import d2ltvm
+from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
-
-def _lanes():
-    """fp32 lanes of one vector register of this machine (16 AVX-512, 8 AVX2)."""
-    from kiln.topi.x86 import lanes
-
-    return lanes("float32")
 
 def default_bn(size):
     c, n = size[:]
@@ -61,7 +56,7 @@ def fast_bn(size, vl=None, min_parallel=1 << 16):
     """``bn_scale_shift`` with the (h, w) plane of each channel flattened, split into vectors
     of ``vl`` lanes; parallel over channels when there are at least ``min_parallel``
     elements (below that, waking a second thread costs more than it saves)."""
-    vl = vl or _lanes()
+    vl = vl or lanes("float32")
     c, n = size[:]
     X, Mean, Var, Gamma, Beta, Y = bn_scale_shift(c, n)
     sch = te.create_schedule(Y.op)
