@@ -20,3 +20,16 @@ def test_split_padding_stage_with_guarded_loads():
     p = kiln.nd.empty((n + 2 * pad,))
     mod(kiln.nd.array(a), p)
     np.testing.assert_array_equal(p.numpy(), np.pad(a, pad))
+
+
+def test_gcc_flags_follow_the_version_text(monkeypatch):
+    from kiln.runtime import compiler
+
+    def flags_for(version):
+        monkeypatch.setattr(compiler, "compiler_version", lambda command: version)
+        return compiler._workaround_flags(("cc",))
+
+    gcc12 = "cc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
+    assert flags_for(gcc12) == ["-fno-predictive-commoning", "-fno-tree-loop-if-convert"]
+    assert flags_for("gcc (GCC) 13.2.1 20230801\n") == ["-fno-predictive-commoning"]
+    assert flags_for("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu\n") == []

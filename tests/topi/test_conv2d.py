@@ -165,7 +165,7 @@ def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 2, 2)
     assert plan(dw.op)["rw"] == 14
     monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 32)
-    assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 1, 4)
+    assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 1, 8)
     assert plan(dw.op)["rw"] == 8
 
 

@@ -144,8 +144,10 @@ def nchwc_plan(conv) -> dict:
     stage (vectorized), which is cheaper than masking every broadcast.
 
     With 16 vector registers (AVX2, 8 fp32 lanes) a convolution tile is up to 8 pixels x 1
-    block and ``ku = 4``: 2 blocks spill, and on a Zen 3 core 8 x 1 with ``ku = 4`` measured
-    0.65-0.8x the time of 8 x 2 with ``ku = 2`` on ResNet-18's 3x3 and 1x1 layers; a
+    block and the whole input-channel block unrolled (``ku = 8``): 2 blocks spill, and on a
+    Zen 3 core 8 x 1 with ``ku = 4`` measured 0.65-0.8x the time of 8 x 2 with ``ku = 2`` on
+    ResNet-18's 3x3 and 1x1 layers, ``ku = 8`` another 0.85-0.95x (once GCC's predictive
+    commoning, which tripled its time, was turned off: ``kiln.runtime.compiler``); a
     depthwise tile is up to 8 pixels on rows wider than 14 (0.7x the time of 14 on
     MobileNetV2's 28x28 to 112x112 layers), a whole row of up to 14."""
     _, occ, oh, ow, _ = get_const_tuple(conv.output(0).shape)
@@ -166,7 +168,7 @@ def nchwc_plan(conv) -> dict:
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
     icb = get_const_tuple(conv.input_tensors[1].shape)[4]
-    ku = 2 if wide else 4
+    ku = 2 if wide else min(icb, 8)
     while icb % ku:
         ku //= 2
     return {"rw": rw, "vo": vo, "par": par, "ku": ku}
