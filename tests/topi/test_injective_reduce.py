@@ -221,3 +221,21 @@ def test_schedule_auto_dispatch():
         for sched in (topi.x86.schedule_auto, topi.generic.schedule_auto):
             (got,) = run(sched, out, [X], [x])
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_layout_transform_into_three_channel_blocks_is_unrolled_not_gathered():
+    """NCHW -> NCHW3c: the short block axis is unrolled (a vector across it would divide
+    every lane by 3); a bias broadcast over a 7x7 plane still fuses and vectorizes."""
+    import kiln
+
+    x = randn((1, 3, 10, 13), 2)
+    a = te.placeholder(x.shape, name="A")
+    b = topi.layout_transform(a, "NCHW", "NCHW3c")
+    s = topi.x86.schedule_injective([b])
+    text = str(kiln.lower(s, [a, b], simple_mode=True))
+    assert "unrolled" in text and "floordiv" not in text and "vectorized" not in text
+    check("schedule_injective", [b], [a], [x], [x.transpose(0, 2, 3, 1)[:, None]])
+    p = te.placeholder((1, 4, 7, 7), name="P")
+    bias = te.placeholder((4, 1, 1), name="bias")
+    s2 = topi.x86.schedule_injective([topi.add(p, bias)])
+    assert "vectorized" in str(kiln.lower(s2, [p, bias], simple_mode=True))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from kiln import te
+from kiln.ir.expr import ProducerLoad
+from kiln.ir.functor import collect_vars, post_order_visit
 from kiln.te.tensor import ComputeOp, Tensor
 
 from ..utils import as_list
@@ -18,6 +20,25 @@ from ._common import (
 )
 
 
+def _short_scattered_innermost(op: ComputeOp, extent: int | None, width: int) -> bool:
+    """Whether the innermost axis is shorter than a vector, not a power of two, and indexes
+    an input along another of its axes (a layout transform into ``NCHW3c``). Fused
+    with the next axis and vectorized, every lane would then divide by the short extent
+    and gather (measured 3x slower than the short axis unrolled)."""
+    if extent is None or extent >= width or is_pow2(extent) or extent > 16:
+        return False
+    inner = op.axis[-1].var
+    scattered = []
+
+    def visit(n):
+        if isinstance(n, ProducerLoad) and any(inner in collect_vars(i) for i in n.indices[:-1]):
+            scattered.append(n)
+
+    for b in op.body:
+        post_order_visit(b, visit)
+    return bool(scattered)
+
+
 def schedule_injective_from_existing(sch, out):
     """Schedule the injective stage of ``out`` in ``sch``: the inner axes (fused while
     shorter than a vector) split by the vector width and vectorized, the outer loops fused
@@ -31,6 +52,13 @@ def schedule_injective_from_existing(sch, out):
         return sch
     exts = [const_extent(a) for a in axes]
     width = lanes(op.output(0).dtype)
+    if _short_scattered_innermost(op, exts[-1], width) and len(axes) > 1:
+        # e.g. NCHW -> NCHW3c: the 3 copies unrolled side by side, GCC vectorizes the row
+        st.unroll(axes[-1])
+        total = numel(op)
+        if len(axes) > 2 and (total is None or total >= PARALLEL_MIN_ELEMS):
+            fuse_parallel(st, axes[:-2], exts[:-2], min_extent=4 * num_threads())
+        return sch
     # fuse trailing axes while the innermost is shorter than a vector
     k = len(axes) - 1
     inner_ext = exts[k]
