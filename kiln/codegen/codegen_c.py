@@ -21,6 +21,12 @@ from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
 
 _STACK_LIMIT_BYTES = 64 * 1024
 
+#: OpenMP schedule of parallel loops. ``guided`` hands out chunks that start at 1/threads of
+#: the loop and halve: on a 2-core VM with busy neighbours one core often lags, and a static
+#: split waits for it (ResNet-18 31.8 -> 25.1 ms, MobileNetV2 13.1 -> 8.3 ms, interleaved
+#: A/B in one process; ``dynamic`` measured between the two).
+OMP_SCHEDULE = "guided"
+
 _BIN = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
         E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 
@@ -431,7 +437,7 @@ class CSourceWriter:
         end = ext if lo == "0" else f"{lo} + {ext}"
         parallel = s.kind == S.ForKind.PARALLEL and self.in_parallel == 0
         if parallel:
-            self.emit("#pragma omp parallel for schedule(static)")
+            self.emit(f"#pragma omp parallel for schedule({OMP_SCHEDULE})")
         elif s.kind == S.ForKind.UNROLLED and isinstance(s.extent, E.IntImm):
             self.emit(f"#pragma GCC unroll {max(1, min(s.extent.value, 65535))}")
         elif s.kind == S.ForKind.VECTORIZED:
