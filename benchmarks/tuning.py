@@ -39,7 +39,14 @@ from kiln.autotvm.task.space import OtherOptionEntity, SplitEntity  # noqa: E402
 NAME = "tuning"
 DESCRIPTION = "AutoTVM: best GEMM GFLOP/s vs trials for Random, GA and XGB tuners (issue 7)"
 
-HAND = {"tile_x": 64, "tile_y": 6, "tile_k": 4, "vl": 16}  # examples/cpu/gemm.py defaults
+
+
+def hand_config() -> dict[str, int]:
+    """The knobs of examples/cpu/gemm.py's defaults on this machine (6-row tiles, reduction
+    unrolled by 4, vectors and panels from ``default_tile``): the template's fallback."""
+    vl, bn = common.load_example("cpu", "gemm").default_tile()
+    return {"tile_x": bn, "tile_y": 6, "tile_k": 4, "vl": vl}
+
 MR = (1, 2, 4, 6, 8, 12, 16)
 PLANS = ["panels_pack_inside", "panels", "rows"]
 
@@ -57,9 +64,10 @@ def gemm_template(N):
     B = te.placeholder((N, N), name="B")
     cfg = autotvm.get_config()
     if cfg.is_fallback:
+        hand = hand_config()
         for name in ("tile_x", "tile_y", "tile_k"):
-            cfg[name] = SplitEntity([-1, HAND[name]])
-        cfg["vl"] = OtherOptionEntity(HAND["vl"])
+            cfg[name] = SplitEntity([-1, hand[name]])
+        cfg["vl"] = OtherOptionEntity(hand["vl"])
     cfg.define_split("tile_x", N, max_factor=256, filter=lambda e: e.size[-1] >= 8)
     cfg.define_split("tile_y", N, policy="candidate", candidate=[[-1, r] for r in MR])
     cfg.define_split("tile_k", N, max_factor=8)
