@@ -358,6 +358,7 @@ def machine_info(load_start: list[float] | None = None) -> dict[str, Any]:
         "kiln_threads": omp_threads(),
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
         "omp_wait_policy_env": os.environ.get("OMP_WAIT_POLICY"),
+        "gomp_spincount_env": os.environ.get("GOMP_SPINCOUNT"),
         "memory_mb": mem_total,
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -390,7 +391,8 @@ def machine_lines(m: Mapping[str, Any]) -> list[str]:
         f"{m['cpus_available']} available to this process",
         f"threads used by kiln's parallel loops: {m['kiln_threads']} "
         f"(OMP_NUM_THREADS={m['omp_num_threads_env'] or 'unset'}, "
-        f"OMP_WAIT_POLICY={m.get('omp_wait_policy_env') or 'unset'}); numpy's np.add: 1",
+        f"OMP_WAIT_POLICY={m.get('omp_wait_policy_env') or 'unset'}, "
+        f"GOMP_SPINCOUNT={m.get('gomp_spincount_env') or 'unset'}); numpy's np.add: 1",
         f"memory: {m['memory_mb']} MB",
         f"Python {m['python']}, numpy {m['numpy']}, numpy BLAS: {blas_text}",
         f"kiln {m['kiln']}, call path: {m['kiln_call_backend']}, C compiler: "

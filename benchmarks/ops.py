@@ -102,10 +102,11 @@ GROUPS: dict[str, str] = {}  # group -> title, in report order
 def _torch():
     """PyTorch, or None when it is not installed.
 
-    kiln puts ``OMP_WAIT_POLICY=passive`` in the environment before PyTorch's OpenMP
-    runtime reads it, so PyTorch's threads also sleep between calls. With PyTorch's default
-    (spin for a while after each call) its idle threads hold the cores while kiln's threads
-    wait for them: every interleaved kiln measurement came out 5-100x slower."""
+    kiln puts ``OMP_WAIT_POLICY=passive`` and a short ``GOMP_SPINCOUNT`` in the environment
+    before PyTorch's OpenMP runtime reads them, so PyTorch's threads also sleep soon after a
+    call. With PyTorch's default (spin for milliseconds after each call) its idle threads
+    hold the cores while kiln's threads wait for them: every interleaved kiln measurement
+    came out 5-100x slower."""
     import kiln  # noqa: F401 - sets OMP_WAIT_POLICY before torch's OpenMP runtime reads it
 
     try:

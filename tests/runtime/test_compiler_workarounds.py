@@ -33,3 +33,21 @@ def test_gcc_flags_follow_the_version_text(monkeypatch):
     assert flags_for(gcc12) == ["-fno-predictive-commoning", "-fno-tree-loop-if-convert"]
     assert flags_for("gcc (GCC) 13.2.1 20230801\n") == ["-fno-predictive-commoning"]
     assert flags_for("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu\n") == []
+
+
+def test_openmp_threads_spin_briefly_then_sleep_by_default():
+    """kiln's import sets a short libgomp spin unless the user chose one (the settings must
+    be in the environment before the OpenMP runtime starts)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import kiln, os; print(os.environ['OMP_WAIT_POLICY'], os.environ['GOMP_SPINCOUNT'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["passive", "10000"]
+    env["GOMP_SPINCOUNT"] = "0"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["passive", "0"]
