@@ -119,7 +119,11 @@ def bench_model(key: str, label: str, cfg: dict[str, Any]):
     details["diff_vs_onnxruntime"] = diffs
 
     def run_all():
-        return common.interleaved(candidates, repeat=cfg["repeat"], min_time=cfg["min_time"])
+        # onnxruntime's and PyTorch's workers spin after a run: let them sleep before the next
+        # candidate is timed (measured: kiln right after onnxruntime ran up to 1.2x slower)
+        settle = {"onnxruntime": 0.05, "pytorch": 0.05}
+        return common.interleaved(candidates, repeat=cfg["repeat"], min_time=cfg["min_time"],
+                                  settle=settle)
 
     with _limit_openmp(threads):
         if torch is not None:

@@ -42,11 +42,13 @@ def close(diff: Mapping[str, float], rtol: float = 1e-4) -> bool:
 
 
 def interleaved_medians(fns: Mapping[str, Callable[[], object]], rounds: int = 10,
-                        min_time: float = 0.05, warmup: int = 2) -> dict[str, list[float]]:
+                        min_time: float = 0.05, warmup: int = 2,
+                        pause: float = 0.02) -> dict[str, list[float]]:
     """Seconds per call of each function: ``warmup`` calls each, then ``rounds`` rounds in
     which every function is timed once (``number`` calls lasting at least ``min_time``), the
-    order rotated each round so load changes hit all alike. Returns the per-round times;
-    take their median."""
+    order rotated each round so load changes hit all alike, with a ``pause`` (not timed)
+    after each measurement so that worker threads still spinning from one (onnxruntime's
+    do) do not slow down the next. Returns the per-round times; take their median."""
     names = list(fns)
     numbers = {}
     for name, f in fns.items():
@@ -65,6 +67,7 @@ def interleaved_medians(fns: Mapping[str, Callable[[], object]], rounds: int = 1
             for _ in range(number):
                 f()
             out[name].append((time.perf_counter() - t) / number)
+            time.sleep(pause)
     return out
 
 
