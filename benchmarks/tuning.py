@@ -40,12 +40,12 @@ NAME = "tuning"
 DESCRIPTION = "AutoTVM: best GEMM GFLOP/s vs trials for Random, GA and XGB tuners (issue 7)"
 
 
-
 def hand_config() -> dict[str, int]:
     """The knobs of examples/cpu/gemm.py's defaults on this machine (6-row tiles, reduction
     unrolled by 4, vectors and panels from ``default_tile``): the template's fallback."""
     vl, bn = common.load_example("cpu", "gemm").default_tile()
     return {"tile_x": bn, "tile_y": 6, "tile_k": 4, "vl": vl}
+
 
 MR = (1, 2, 4, 6, 8, 12, 16)
 PLANS = ["panels_pack_inside", "panels", "rows"]

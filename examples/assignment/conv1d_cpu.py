@@ -48,7 +48,6 @@ def conv1d_full(M, N):
     return A, W, B
 
 
-
 def make_conv1d_cpu_scheduler(M, N):
     """The baseline: returns ``s, A, W, B``."""
     A, W, B = conv1d_full(M, N)

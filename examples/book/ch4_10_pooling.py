@@ -15,7 +15,6 @@ from kiln.te.tensor import ComputeOp
 from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
-
 def auto_inline_injective(sch):
     """The book's call: ``te.schedule.AutoInlineInjective(sch)``."""
     te.schedule.AutoInlineInjective(sch)

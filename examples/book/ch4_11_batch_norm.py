@@ -18,7 +18,6 @@ from kiln.contrib import d2ltvm
 from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
-
 def default_bn(size):
     c, n = size[:]
     X, Mean, Var, Gamma, Beta, Y = d2ltvm.batch_norm(c, n)

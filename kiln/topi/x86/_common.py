@@ -207,8 +207,6 @@ def fuse_parallel(stage, axes, extents, min_extent: int = 0):
     return fused, len(take)
 
 
-
-
 def same_const_shape(a: Operation, b: Operation) -> bool:
     sa = [get_const_int(x) if is_const_int(x) else None for x in a.output(0).shape]
     sb = [get_const_int(x) if is_const_int(x) else None for x in b.output(0).shape]

@@ -21,6 +21,7 @@ from ._common import (
     lanes,
     largest_divisor,
     num_threads,
+    numel,
     row_block,
     vector_bytes,
     worth_parallel,
@@ -162,18 +163,14 @@ def nchwc_plan(conv) -> dict:
     rw = _reg_block(ow, 8)
     vo = 2 if wide and occ % 2 == 0 and rw <= 8 else 1
     n_oc = occ // vo
-    w_bytes = 4
-    for d in get_const_tuple(conv.input_tensors[1].shape):
-        w_bytes *= d
-    in_bytes = 4
-    for d in get_const_tuple(conv.input_tensors[0].shape):
-        in_bytes *= d
-    big_weights = w_bytes > WEIGHTS_L2 and w_bytes >= in_bytes
+    data, kernel = conv.input_tensors[:2]
+    w_bytes = 4 * numel(kernel.op)
+    big_weights = w_bytes > WEIGHTS_L2 and w_bytes >= 4 * numel(data.op)
     if n_oc >= nt and n_oc % nt == 0 and (big_weights or oh < 2 * nt):
         par = "oc"
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
-    icb = get_const_tuple(conv.input_tensors[1].shape)[4]
+    icb = get_const_tuple(kernel.shape)[4]
     ku = 2 if wide else min(icb, 8)
     while icb % ku:
         ku //= 2

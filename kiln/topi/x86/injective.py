@@ -52,14 +52,21 @@ def schedule_injective_from_existing(sch, out):
         return sch
     exts = [const_extent(a) for a in axes]
     width = lanes(op.output(0).dtype)
-    if _short_scattered_innermost(op, exts[-1], width) and len(axes) > 1:
+    if len(axes) > 1 and _short_scattered_innermost(op, exts[-1], width):
         # e.g. NCHW -> NCHW3c: the 3 copies unrolled side by side, GCC vectorizes the row
         st.unroll(axes[-1])
-        total = numel(op)
-        if len(axes) > 2 and (total is None or total >= PARALLEL_MIN_ELEMS):
-            fuse_parallel(st, axes[:-2], exts[:-2], min_extent=4 * num_threads())
-        return sch
-    # fuse trailing axes while the innermost is shorter than a vector
+        outer_axes, outer_exts = axes[:-2], exts[:-2]
+    else:
+        outer_axes, outer_exts = _vectorize_inner(st, axes, exts, width)
+    total = numel(op)
+    if outer_axes and (total is None or total >= PARALLEL_MIN_ELEMS):
+        fuse_parallel(st, outer_axes, outer_exts, min_extent=4 * num_threads())
+    return sch
+
+
+def _vectorize_inner(st, axes, exts, width):
+    """Fuse the trailing axes while the innermost is shorter than a vector, split off and
+    vectorize one vector of it; returns the loops outside (axes and extents)."""
     k = len(axes) - 1
     inner_ext = exts[k]
     while (k > 0 and inner_ext is not None and inner_ext < width and exts[k - 1] is not None):
@@ -73,17 +80,11 @@ def schedule_injective_from_existing(sch, out):
     if elast is not None and elast >= width:
         xo, xi = st.split(last, factor=width)
         st.vectorize(xi)
-        outer_axes = outer_axes + [xo]
-        outer_exts = outer_exts + [-(-elast // width)]
-    elif elast is not None and is_pow2(elast) and elast > 1:
+        return outer_axes + [xo], outer_exts + [-(-elast // width)]
+    if elast is not None and is_pow2(elast) and elast > 1:
         st.vectorize(last)
-    else:
-        outer_axes = outer_axes + [last]
-        outer_exts = outer_exts + [elast]
-    total = numel(op)
-    if outer_axes and (total is None or total >= PARALLEL_MIN_ELEMS):
-        fuse_parallel(st, outer_axes, outer_exts, min_extent=4 * num_threads())
-    return sch
+        return outer_axes, outer_exts
+    return outer_axes + [last], outer_exts + [elast]
 
 
 def schedule_injective(outs):
