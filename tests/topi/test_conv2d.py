@@ -119,6 +119,7 @@ NCHWC_CASES = [
     (1, 3, 3, 13, 16, 16, 3, 2, 1, 1),
     (2, 8, 4, 9, 8, 8, 3, 1, 2, 2),
     (1, 32, 16, 7, 16, 16, 1, 1, 0, 1),
+    (1, 16, 8, 10, 32, 8, 3, 1, 1, 1),
 ]
 
 
@@ -155,7 +156,9 @@ def test_conv2d_NCHWc_with_epilogue():  # noqa: N802
 
 def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     """AVX-512 (32 registers): 8 pixels x 2 channel blocks, input channels unrolled by 2;
-    AVX2 (16 registers): 8 pixels x 1 block, unrolled by 4; depthwise rows of up to 14 / 8."""
+    AVX2 (16 registers): 7 pixels x 2 blocks, pixels outermost in the tile, or (odd channel
+    blocks, or a 3-channel input block) 8 pixels x 1 block with the input block unrolled;
+    depthwise rows of up to 14 / 8."""
     X = te.placeholder((1, 8, 58, 58, 8), name="X")
     conv = topi.nn.conv2d_NCHWc(X, te.placeholder((8, 8, 3, 3, 8, 8), name="W"), 1, 0, 1)
     dw = topi.nn.depthwise_conv2d_NCHWc(X, te.placeholder((8, 1, 3, 3, 1, 8), name="D"),
@@ -165,7 +168,11 @@ def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 2, 2)
     assert plan(dw.op)["rw"] == 14
     monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 32)
-    assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 1, 8)
+    p = plan(conv.op)
+    assert (p["rw"], p["vo"], p["ku"], p["pixels_outer"]) == (7, 2, 1, True)
+    odd = topi.nn.conv2d_NCHWc(X, te.placeholder((3, 8, 3, 3, 8, 8), name="W3"), 1, 0, 1)
+    p = plan(odd.op)
+    assert (p["rw"], p["vo"], p["ku"], p["pixels_outer"]) == (8, 1, 8, False)
     assert plan(dw.op)["rw"] == 8
 
 

@@ -129,30 +129,42 @@ WEIGHTS_L2 = 256 * 1024
 
 def nchwc_plan(conv) -> dict:
     """Tile sizes of a packed convolution: ``rw`` output pixels x ``vo`` output-channel
-    blocks accumulated in vector registers, and the outer axis (``"oc"`` or ``"y"``) that
+    blocks accumulated in vector registers, the input-channel unrolling ``ku``, the loop
+    order inside the tile (``pixels_outer``), and the outer axis (``"oc"`` or ``"y"``) that
     runs in parallel.
 
-    Convolutions: up to 8 pixels x 2 channel blocks (14-16 independent FMA chains; per
-    input channel 2 weight vectors and ``rw`` broadcasts feed ``2 rw`` FMAs, measured ~20 %
-    faster than 14 pixels x 1 block at 7x7 to 56x56 on AVX-512), the input-channel loop
-    unrolled by ``ku = 2`` (GCC then keeps each accumulator in one register: 28 FMAs in 51
-    instructions instead of 14 in 34 with 7 register copies). Channel blocks outermost
-    when their weights are big (beyond L2, and bigger than the input) and they share out
-    evenly between the threads, else rows (ResNet-18's 64@56² -> 128 stride-2 layer, 295 KB
-    of weights and 861 KB of input: rows measured 0.91x the time).
-    Depthwise: up to 14 pixels x 1 block, rows outermost, and the (branch-free, masked)
-    padding computed inline (``inline_pad``): a depthwise convolution reads each input
-    element only ~9 times, so a separate padding pass over memory cost more (measured 2-4x
-    the whole kernel) than the clamped, masked reads; a dense convolution keeps its padding
-    stage (vectorized), which is cheaper than masking every broadcast.
+    With 32 vector registers (AVX-512): up to 8 pixels x 2 channel blocks (14-16
+    independent FMA chains; per input channel 2 weight vectors and ``rw`` broadcasts feed
+    ``2 rw`` FMAs, measured ~20 % faster than 14 pixels x 1 block at 7x7 to 56x56), the
+    input-channel loop unrolled by ``ku = 2`` (GCC then keeps each accumulator in one
+    register: 28 FMAs in 51 instructions instead of 14 in 34 with 7 register copies).
 
-    With 16 vector registers (AVX2, 8 fp32 lanes) a convolution tile is up to 8 pixels x 1
-    block and the whole input-channel block unrolled (``ku = 8``): 2 blocks spill, and on a
-    Zen 3 core 8 x 1 with ``ku = 4`` measured 0.65-0.8x the time of 8 x 2 with ``ku = 2`` on
-    ResNet-18's 3x3 and 1x1 layers, ``ku = 8`` another 0.85-0.95x (once GCC's predictive
-    commoning, which tripled its time, was turned off: ``kiln.runtime.compiler``); a
-    depthwise tile is up to 8 pixels on rows wider than 14 (0.7x the time of 14 on
-    MobileNetV2's 28x28 to 112x112 layers), a whole row of up to 14."""
+    With 16 (AVX2, 8 fp32 lanes): 7 (or 5, 6) pixels x 2 channel blocks, pixels outermost
+    in the tile and the input channels not unrolled, when the row width and the channel
+    blocks allow it. Each input value is broadcast once for its two FMAs; 14 accumulators,
+    the broadcast and one weight vector fill the 16 registers, and GCC takes the second
+    weight vector as the FMA's memory operand (MLAS's scheme). On a Zen 3 core, inside the
+    whole model, this measured 0.85-0.94x the time of 7-8 pixels x 1 block with ``ku = 8``
+    on ResNet-18's direct 3x3 layers (28x28 to 7x7, stride 1 and 2) and the same time on
+    MobileNetV2's 1x1 layers; with channel blocks outermost in the tile GCC keeps the 7
+    broadcasts live and spills accumulators (1.45x the time), and unrolling the input
+    channels by 2 spills too (1.17x). A 3-channel input block (the stem's) keeps the old
+    tile: with its 3-step channel loop the new one took 1.5x the time. Otherwise up to 8 pixels x 1
+    block with the whole input-channel block unrolled (``ku = 8``: 0.85-0.95x the time of
+    ``ku = 4``, once GCC's predictive commoning, which tripled its time, was turned off:
+    ``kiln.runtime.compiler``).
+
+    Channel blocks run outermost (in parallel) when their weights are big (beyond L2, and
+    bigger than the input) and they share out evenly between the threads, else rows
+    (ResNet-18's 64@56² -> 128 stride-2 layer, 295 KB of weights and 861 KB of input: rows
+    measured 0.91x the time).
+
+    Depthwise: up to 14 pixels x 1 block (on AVX2 8 on rows wider than 14: 0.7x the time
+    of 14 on MobileNetV2's 28x28 to 112x112 layers), rows outermost, and the (branch-free,
+    masked) padding computed inline (``inline_pad``): a depthwise convolution reads each
+    input element only ~9 times, so a separate padding pass over memory cost more
+    (measured 2-4x the whole kernel) than the clamped, masked reads; a dense convolution
+    keeps its padding stage (vectorized), which is cheaper than masking every broadcast."""
     _, occ, oh, ow, _ = get_const_tuple(conv.output(0).shape)
     nt = num_threads()
     wide = vector_bytes() >= 64  # 32 vector registers (AVX-512), else 16 (AVX2)
@@ -160,21 +172,27 @@ def nchwc_plan(conv) -> dict:
         rw = _reg_block(ow, 14 if wide or ow <= 14 else 8)
         par = "y" if oh >= occ or oh >= 2 * nt else "oc"
         return {"rw": rw, "vo": 1, "par": par, "inline_pad": True}
-    rw = _reg_block(ow, 8)
-    vo = 2 if wide and occ % 2 == 0 and rw <= 8 else 1
-    n_oc = occ // vo
     data, kernel = conv.input_tensors[:2]
+    icb = get_const_tuple(kernel.shape)[4]
+    pixels_outer = False
+    if wide:
+        rw = _reg_block(ow, 8)
+        vo = 2 if occ % 2 == 0 and rw <= 8 else 1
+        ku = 2
+    elif occ % 2 == 0 and icb % 8 == 0 and largest_divisor(ow, 7) >= 5:
+        rw, vo, ku, pixels_outer = largest_divisor(ow, 7), 2, 1, True
+    else:
+        rw, vo, ku = _reg_block(ow, 8), 1, min(icb, 8)
+    while icb % ku:
+        ku //= 2
+    n_oc = occ // vo
     w_bytes = 4 * numel(kernel.op)
     big_weights = w_bytes > WEIGHTS_L2 and w_bytes >= 4 * numel(data.op)
     if n_oc >= nt and n_oc % nt == 0 and (big_weights or oh < 2 * nt):
         par = "oc"
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
-    icb = get_const_tuple(kernel.shape)[4]
-    ku = 2 if wide else min(icb, 8)
-    while icb % ku:
-        ku //= 2
-    return {"rw": rw, "vo": vo, "par": par, "ku": ku}
+    return {"rw": rw, "vo": vo, "par": par, "ku": ku, "pixels_outer": pixels_outer}
 
 
 def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
@@ -201,7 +219,8 @@ def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
     if ku > 1:
         ro, ri = cs.split(reds[-1], factor=ku)
         reds = reds[:-1] + [ro, ri]
-    cs.reorder(ni, yi, *reds, oci2, xi2, obi)
+    tile = [xi2, oci2] if plan.get("pixels_outer") else [oci2, xi2]
+    cs.reorder(ni, yi, *reds, *tile, obi)
     if ku > 1:
         cs.unroll(reds[-1])
     cs.unroll(oci2)

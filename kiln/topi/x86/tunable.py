@@ -9,7 +9,8 @@ configs, never lose the one kiln already had.
 * ``conv2d_NCHWc.x86`` / ``depthwise_conv2d_NCHWc.x86``: ``tile_ow`` (output pixels per
   register tile), ``tile_oc`` (output-channel blocks per register tile), ``parallel_axis``
   (rows ``y`` or channel blocks ``oc`` outermost and parallel), ``unroll_ic`` (split and
-  unroll of the input-channel block; convolutions only) and ``inline_pad`` (padding read
+  unroll of the input-channel block) and ``pixels_outer`` (the tile's loop order:
+  pixels outside channel blocks; both convolutions only), and ``inline_pad`` (padding read
   masked inside the kernel instead of a separate padding pass).
 * ``dense.x86``: ``tile_m`` x ``tile_n`` register block of vector partial sums and
   ``tile_k`` (the vector slice of the reduction) of the rfactor (dot) plan.
@@ -42,7 +43,8 @@ TEMPLATE_OF_OP = {"conv2d_NCHWc": CONV2D_NCHWC, "depthwise_conv2d_NCHWc": DEPTHW
 
 #: knob name -> key of the hand schedule's plan dict
 _NCHWC_KNOBS = (("tile_ow", "rw"), ("tile_oc", "vo"), ("parallel_axis", "par"),
-                ("unroll_ic", "ku"), ("inline_pad", "inline_pad"))
+                ("unroll_ic", "ku"), ("pixels_outer", "pixels_outer"),
+                ("inline_pad", "inline_pad"))
 _DENSE_KNOBS = (("tile_m", "mb"), ("tile_n", "nb"), ("tile_k", "kv"))
 
 
@@ -68,11 +70,12 @@ def _preset_fallback(cfg, knobs, hand: dict) -> None:
 # ---------------------------------------------------------------------------------------
 def define_nchwc_space(cfg, conv) -> dict:
     """Define the knobs of packed convolution ``conv`` on ``cfg`` and return the plan
-    (``rw``, ``vo``, ``par``, ``ku``, ``inline_pad``) the config chooses; a fallback config
-    returns the hand plan itself."""
+    (``rw``, ``vo``, ``par``, ``ku``, ``pixels_outer``, ``inline_pad``) the config
+    chooses; a fallback config returns the hand plan itself."""
     hand = dict(nchwc_plan(conv))
     hand.setdefault("ku", 1)
     hand.setdefault("inline_pad", False)
+    hand.setdefault("pixels_outer", False)
     _, occ, _, ow, _ = get_const_tuple(conv.output(0).shape)
     depthwise = conv.tag.startswith("depthwise")
     cfg.define_knob("tile_ow", _with(hand["rw"], _divisors_upto(ow, 16)))
@@ -81,6 +84,7 @@ def define_nchwc_space(cfg, conv) -> dict:
     if not depthwise:
         icb = get_const_tuple(conv.input_tensors[1].shape)[4]
         cfg.define_knob("unroll_ic", _with(hand["ku"], [u for u in (1, 2, 4) if icb % u == 0]))
+        cfg.define_knob("pixels_outer", [False, True])
     cfg.define_knob("inline_pad", [False, True])
     if cfg.is_fallback:
         _preset_fallback(cfg, _NCHWC_KNOBS, hand)
