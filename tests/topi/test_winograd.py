@@ -39,10 +39,17 @@ def _winograd(c, k, h, w, m, pad=1, cb=8, ob=8, epilogue=False, schedule="x86"):
     return unpack_nchwc(out.numpy()), ref
 
 
+@pytest.fixture(params=[32, 64], ids=["avx2", "avx512"])
+def vector_bytes(request, monkeypatch):
+    """Batched-product plans for 16 (AVX2) and 32 (AVX-512) vector registers."""
+    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("c,k,h,w,pad", [(8, 16, 8, 8, 1), (16, 8, 7, 9, 1), (8, 8, 13, 5, 1),
                                          (8, 16, 10, 10, 0), (4, 8, 3, 3, 1)])
-def test_matches_direct_convolution(m, c, k, h, w, pad):
+def test_matches_direct_convolution(m, c, k, h, w, pad, vector_bytes):
     cb, ob = min(c, 8), 8
     got, ref = _winograd(c, k, h, w, m, pad, cb=cb, ob=ob)
     assert got.shape == ref.shape
@@ -93,3 +100,16 @@ def test_tile_choice():
     assert topi.nn.winograd_tile(28, 28, 512, 512) == 2
     assert topi.nn.winograd_tile(14, 14, 256, 256) is None
     assert topi.nn.winograd_tile(7, 7, 512, 512) is None
+
+
+def test_plan_fits_the_vector_registers(vector_bytes):
+    """7 tiles x 2 vectors of accumulators; with 16 registers the tiles run outside the
+    vectors and the input channels are not unrolled (one broadcast feeds both FMAs)."""
+    X = te.placeholder((1, 8, 56, 56, 8), name="X")
+    Y = topi.nn.conv2d_winograd_NCHWc(X, te.placeholder((6, 6, 8, 64, 8), name="U"), 1, 4)
+    plan = topi.x86.winograd.winograd_plan(Y.op)
+    assert (plan["rt"], plan["vo"]) == (7, 2)
+    if vector_bytes == 32:
+        assert (plan["ku"], plan["tiles_outer"]) == (1, True)
+    else:
+        assert (plan["ku"], plan["tiles_outer"]) == (2, False)
