@@ -97,6 +97,14 @@ def _softmax(ts, a):
     return topi.nn.softmax(ts[0], a.get("axis", -1))
 
 
+def np_strided_slice(v: np.ndarray, a) -> np.ndarray:
+    """``v`` sliced as the ``strided_slice`` attributes ``begin/end/strides/axes`` say."""
+    idx = [slice(None)] * v.ndim
+    for ax, b, e, st in zip(a["axes"], a["begin"], a["end"], a["strides"], strict=True):
+        idx[ax] = slice(b, e, st)
+    return v[tuple(idx)]
+
+
 def _reshape(ts, a):
     return topi.reshape(ts[0], list(a["newshape"]))
 
@@ -141,6 +149,9 @@ OPS: dict = {
                   lambda v, a: np.transpose(v[0], a["axes"])),
     "concatenate": (lambda ts, a: topi.concatenate(list(ts), a["axis"]), INJECTIVE,
                     lambda v, a: np.concatenate(v, a["axis"])),
+    "strided_slice": (lambda ts, a: topi.strided_slice(ts[0], a["begin"], a["end"],
+                                                       a["strides"], a["axes"]), INJECTIVE,
+                      lambda v, a: np_strided_slice(v[0], a)),
 }
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from kiln.errors import TVMError
 
 from ..graph import Graph, Module, Node, call, const, input_node
+from ..op import np_strided_slice
 
 
 class OnnxImportError(TVMError, ValueError):
@@ -54,6 +55,10 @@ def _pads(at, kernel, strides, dilation, in_hw):
     return (int(p[0]), int(p[1]), int(p[2]), int(p[3]))
 
 
+_FOLD = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+         "divide": np.divide}
+
+
 class _Converter:
     def __init__(self, opset: int) -> None:
         self.opset = opset
@@ -84,8 +89,14 @@ class _Converter:
         return call("sigmoid", xs, name=name)
 
     def _binary(self, op, xs, name):
-        if len(set(map(len, (xs[0].shape, xs[1].shape)))) > 1 or xs[0].shape != xs[1].shape:
-            pass  # numpy broadcasting, handled by topi
+        """Broadcasting arithmetic (topi follows numpy); on two constants (shape
+        computations of exported models, e.g. a channel count halved for a Slice) it is
+        folded here, integer division truncating as ONNX's."""
+        if all(x.is_const for x in xs):
+            a, b = xs[0].value, xs[1].value
+            if op == "divide" and np.issubdtype(np.result_type(a, b), np.integer):
+                return const(np.trunc(a / b).astype(np.result_type(a, b)), name)
+            return const(_FOLD[op](a, b), name)
         return call(op, xs, name=name)
 
     def Add(self, xs, at, name):  # noqa: N802
@@ -133,6 +144,21 @@ class _Converter:
 
     def GlobalAveragePool(self, xs, at, name):  # noqa: N802
         return call("global_avg_pool2d", xs, name=name)
+
+    def ReduceMean(self, xs, at, name):  # noqa: N802
+        """The spatial mean of an NCHW tensor (``x.mean((2, 3))`` in exported models) as a
+        global average pooling; other reductions are not supported."""
+        x = xs[0]
+        axes = self._axes(xs, at, "ReduceMean")
+        nd = len(x.shape)
+        if nd != 4 or axes is None or sorted(a % nd for a in axes) != [2, 3]:
+            raise OpNotImplemented(f"ReduceMean over axes {axes} of a {nd}-D tensor (only the "
+                                   f"spatial axes (2, 3) of NCHW)")
+        y = call("global_avg_pool2d", [x], name=name if at.get("keepdims", 1) else
+                 f"{name}_pool")
+        if at.get("keepdims", 1):
+            return y
+        return call("reshape", [y], name=name, newshape=tuple(x.shape[:2]))
 
     def BatchNormalization(self, xs, at, name):  # noqa: N802
         x, gamma, beta, mean, var = xs
@@ -231,6 +257,30 @@ class _Converter:
         if all(x.is_const for x in xs):
             return const(np.concatenate([x.value for x in xs], axis), name)
         return call("concatenate", xs, name=name, axis=axis)
+
+    def Slice(self, xs, at, name):  # noqa: N802
+        x = xs[0]
+        if self.opset < 10:  # starts/ends/axes as attributes
+            starts, ends, axes, steps = at["starts"], at["ends"], at.get("axes"), None
+        else:
+            def operand(i, what):
+                has = len(xs) > i and xs[i] is not None
+                return [int(v) for v in self.const_value(xs[i], f"Slice {what}")] if has \
+                    else None
+            starts, ends = operand(1, "starts"), operand(2, "ends")
+            axes, steps = operand(3, "axes"), operand(4, "steps")
+        nd = len(x.shape)
+        axes = list(range(len(starts))) if axes is None else [int(a) % nd for a in axes]
+        steps = steps or [1] * len(axes)
+        if not len(starts) == len(ends) == len(axes) == len(steps):
+            raise OnnxImportError(f"Slice {name!r}: starts, ends, axes and steps differ in "
+                                  f"length ({len(starts)}, {len(ends)}, {len(axes)}, "
+                                  f"{len(steps)})")
+        attrs = {"begin": tuple(int(v) for v in starts), "end": tuple(int(v) for v in ends),
+                 "strides": tuple(steps), "axes": tuple(axes)}
+        if x.is_const:
+            return const(np_strided_slice(x.value, attrs), name)
+        return call("strided_slice", [x], name=name, **attrs)
 
     # ---- shape-computing patterns of exported models (folded at import) ---------------
     def Shape(self, xs, at, name):  # noqa: N802
@@ -363,7 +413,8 @@ def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=No
                                       f"node, input or initializer defines")
             xs.append(conv.values[i])
         try:
-            args = xs if node.op_type == "Clip" else [x for x in xs if x is not None]
+            keep_missing = node.op_type in ("Clip", "Slice")  # optional inputs by position
+            args = xs if keep_missing else [x for x in xs if x is not None]
             out = fn(args, _attrs(node), name)
         except OpNotImplemented as e:
             raise OpNotImplemented(f"node {name!r} ({node.op_type}, inputs {list(node.input)}): "
