@@ -28,3 +28,19 @@ def resnet18(hw=64, classes=10, **kw):
 
 def mobilenet_v2(hw=64, width=0.5, classes=10, **kw):
     return _testing.mobilenet_v2(hw=hw, width=width, classes=classes, **kw)
+
+
+def build_and_run(model, feed: dict):
+    """Compile ONNX ``model`` at opt_level 3, run it on ``feed`` and return ``(library,
+    first output)``."""
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+
+    mod, params = relay.frontend.from_onnx(model)
+    with relay.build_config(opt_level=3):
+        lib = relay.build(mod, "llvm", params=params)
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    gm.set_input(**feed)
+    gm.run()
+    return lib, gm.get_output(0).numpy()

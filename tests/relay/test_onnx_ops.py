@@ -10,10 +10,10 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-import kiln  # noqa: E402
 from kiln import relay  # noqa: E402
-from kiln.contrib import graph_executor  # noqa: E402
 from kiln.relay.frontend.onnx import OpNotImplemented  # noqa: E402
+
+from .models import build_and_run  # noqa: E402
 
 
 def _i64(name, *values):
@@ -33,13 +33,7 @@ def _check(m):
         [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]).astype("float32")
     ref = ort.InferenceSession(m.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    mod, params = relay.frontend.from_onnx(m)
-    with relay.build_config(opt_level=3):
-        lib = relay.build(mod, "llvm", params=params)
-    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    gm.set_input("x", x)
-    gm.run()
-    y = gm.get_output(0).numpy()
+    lib, y = build_and_run(m, {"x": x})
     assert y.shape == ref.shape
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
     return lib

@@ -11,10 +11,9 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-import kiln  # noqa: E402
-from kiln import relay  # noqa: E402
-from kiln.contrib import graph_executor  # noqa: E402
 from kiln.relay.testing import compare  # noqa: E402
+
+from .models import build_and_run  # noqa: E402
 
 
 def _export(net, shape) -> onnx.ModelProto:
@@ -30,13 +29,7 @@ def _export(net, shape) -> onnx.ModelProto:
 
 def _matches_onnxruntime(m, shape):
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
-    mod, params = relay.frontend.from_onnx(m)
-    with relay.build_config(opt_level=3):
-        lib = relay.build(mod, "llvm", params=params)
-    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    gm.set_input("input", x)
-    gm.run()
-    y = gm.get_output(0).numpy()
+    _, y = build_and_run(m, {"input": x})
     ref = compare.onnxruntime_session(m, 2).run(None, {"input": x})[0]
     assert y.shape == ref.shape
     diff = compare.differences(y, ref)
