@@ -71,7 +71,7 @@ def _torchvision():
 
 
 #: one model of each family kiln was checked on (squeezenet is left out: its build takes
-#: minutes, see docs/relay.md)
+#: minutes, docs/relay.md "Not yet")
 TORCHVISION_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mnasnet0_5",
                       "shufflenet_v2_x0_5", "efficientnet_b0", "googlenet"]
 
