@@ -261,6 +261,9 @@ class _Converter:
     def Slice(self, xs, at, name):  # noqa: N802
         x = xs[0]
         if self.opset < 10:  # starts/ends/axes as attributes
+            if "starts" not in at or "ends" not in at:
+                raise OnnxImportError(f"Slice {name!r} (opset {self.opset}) needs the "
+                                      f"starts and ends attributes")
             starts, ends, axes, steps = at["starts"], at["ends"], at.get("axes"), None
         else:
             def operand(i, what):

@@ -148,8 +148,8 @@ def nchwc_plan(conv) -> dict:
     on ResNet-18's direct 3x3 layers (28x28 to 7x7, stride 1 and 2) and the same time on
     MobileNetV2's 1x1 layers; with channel blocks outermost in the tile GCC keeps the 7
     broadcasts live and spills accumulators (1.45x the time), and unrolling the input
-    channels by 2 spills too (1.17x). A 3-channel input block (the stem's) keeps the old
-    tile: with its 3-step channel loop the new one took 1.5x the time. Otherwise up to 8 pixels x 1
+    channels by 2 spills too (1.17x). Otherwise (odd channel blocks, or a 3-channel input
+    block such as the stem's, where the new tile took 1.5x the time) up to 8 pixels x 1
     block with the whole input-channel block unrolled (``ku = 8``: 0.85-0.95x the time of
     ``ku = 4``, once GCC's predictive commoning, which tripled its time, was turned off:
     ``kiln.runtime.compiler``).

@@ -8,10 +8,10 @@ configs, never lose the one kiln already had.
 
 * ``conv2d_NCHWc.x86`` / ``depthwise_conv2d_NCHWc.x86``: ``tile_ow`` (output pixels per
   register tile), ``tile_oc`` (output-channel blocks per register tile), ``parallel_axis``
-  (rows ``y`` or channel blocks ``oc`` outermost and parallel), ``unroll_ic`` (split and
-  unroll of the input-channel block) and ``pixels_outer`` (the tile's loop order:
-  pixels outside channel blocks; both convolutions only), and ``inline_pad`` (padding read
-  masked inside the kernel instead of a separate padding pass).
+  (rows ``y`` or channel blocks ``oc`` outermost and parallel), ``inline_pad`` (padding
+  read masked inside the kernel instead of a separate padding pass) and, for dense
+  convolutions only, ``unroll_ic`` (split and unroll of the input-channel block) and
+  ``pixels_outer`` (the tile's loop order: pixels outside the channel blocks).
 * ``dense.x86``: ``tile_m`` x ``tile_n`` register block of vector partial sums and
   ``tile_k`` (the vector slice of the reduction) of the rfactor (dot) plan.
 
