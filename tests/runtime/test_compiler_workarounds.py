@@ -44,10 +44,10 @@ def test_openmp_threads_spin_briefly_then_sleep_by_default():
 
     code = "import kiln, os; print(os.environ['OMP_WAIT_POLICY'], os.environ['GOMP_SPINCOUNT'])"
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["passive", "10000"]
-    env["GOMP_SPINCOUNT"] = "0"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["passive", "0"]
+
+    def settings_after_import(**user):
+        return subprocess.run([sys.executable, "-c", code], env={**env, **user},
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    assert settings_after_import() == ["passive", "10000"]
+    assert settings_after_import(GOMP_SPINCOUNT="0") == ["passive", "0"]

@@ -272,9 +272,9 @@ def pad_stage_of(t) -> Operation | None:
 
 def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
     """A padding (or packing) stage at the root: parallel over its channel axis (fused with
-    the next axes while shorter than 4 x the threads) when big; a
-    branch-free (masked) padding whose innermost axis is a short power of two (a packed
-    channel block) vectorized along it."""
+    the next axes while shorter than 4 x the threads) when big; a branch-free (masked)
+    padding whose innermost axis is a short power of two (a packed channel block)
+    vectorized along it."""
     st = s[op]
     if st.attach_type != "root":
         return

@@ -23,7 +23,7 @@ from ._common import (
     num_threads,
     numel,
     row_block,
-    vector_bytes,
+    vector_registers,
     worth_parallel,
 )
 from .injective import schedule_injective_from_existing
@@ -167,7 +167,7 @@ def nchwc_plan(conv) -> dict:
     keeps its padding stage (vectorized), which is cheaper than masking every broadcast."""
     _, occ, oh, ow, _ = get_const_tuple(conv.output(0).shape)
     nt = num_threads()
-    wide = vector_bytes() >= 64  # 32 vector registers (AVX-512), else 16 (AVX2)
+    wide = vector_registers() >= 32  # AVX-512, else 16 (AVX2)
     if conv.tag.startswith("depthwise"):
         rw = _reg_block(ow, 14 if wide or ow <= 14 else 8)
         par = "y" if oh >= occ or oh >= 2 * nt else "oc"
@@ -179,8 +179,8 @@ def nchwc_plan(conv) -> dict:
         rw = _reg_block(ow, 8)
         vo = 2 if occ % 2 == 0 and rw <= 8 else 1
         ku = 2
-    elif occ % 2 == 0 and icb % 8 == 0 and largest_divisor(ow, 7) >= 5:
-        rw, vo, ku, pixels_outer = largest_divisor(ow, 7), 2, 1, True
+    elif occ % 2 == 0 and icb % 8 == 0 and (rw7 := largest_divisor(ow, 7)) >= 5:
+        rw, vo, ku, pixels_outer = rw7, 2, 1, True
     else:
         rw, vo, ku = _reg_block(ow, 8), 1, min(icb, 8)
     while icb % ku:

@@ -24,7 +24,7 @@ from ._common import (
     largest_divisor,
     num_threads,
     schedule_pad,
-    vector_bytes,
+    vector_registers,
     worth_parallel,
 )
 from .injective import schedule_injective_from_existing
@@ -59,7 +59,7 @@ def winograd_plan(conv) -> dict:
     if rt < 4:
         rt = min(tiles, TILE_ROWS)
     vo = TILE_VECTORS if oco % TILE_VECTORS == 0 else 1
-    wide = vector_bytes() >= 64  # 32 vector registers (AVX-512), else 16
+    wide = vector_registers() >= 32  # AVX-512, else 16 (AVX2)
     return {"m": m, "rows": rows, "rt": rt, "vo": vo, "ku": 2 if wide else 1,
             "tiles_outer": not wide}
 
