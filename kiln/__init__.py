@@ -5,7 +5,7 @@ schedules, ``lower`` to see the loop program, ``build`` to compile it, ``nd`` an
 to run it.
 """
 
-from . import autotvm, ir, nd, runtime, target, te, tir, transform
+from . import ir, nd, runtime, target, te, tir, transform
 from .alias import install_as_tvm
 from .driver import build, lower
 from .errors import CompileError, ScheduleError, TVMError

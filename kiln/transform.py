@@ -1,5 +1,13 @@
-"""TVM's ``tvm.transform``: the pass context ``relay.build`` reads (see :mod:`kiln.relay`)."""
+"""TVM's ``tvm.transform``: passes, ``Sequential`` and the ``PassContext`` that configures
+``kiln.lower`` and ``relay.build`` (the classes live in :mod:`kiln.ir.transform`)."""
 
-from kiln.relay.build_module import PassContext
+from kiln.ir.transform import (
+    ModulePass,
+    Pass,
+    PassContext,
+    PassInfo,
+    Sequential,
+    module_pass,
+)
 
-__all__ = ["PassContext"]
+__all__ = ["PassContext", "PassInfo", "Pass", "ModulePass", "Sequential", "module_pass"]

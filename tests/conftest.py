@@ -1,17 +1,36 @@
-"""Test-wide setup: a private compile cache, golden-file support, GPU skipping."""
+"""Test-wide setup: a private compile cache, the Hypothesis example budget, golden files."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
-# Every test session compiles into its own cache so runs never share stale objects.
-os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-test-cache-"))
+# Every test session compiles into its own cache so runs never share stale objects. The
+# pytest-xdist workers inherit it from the controlling process, so a kernel is compiled once
+# per session (the cache is safe for concurrent processes); the process that made it removes
+# it at the end. A KILN_CACHE_DIR set by the user is used as it is.
+_SESSION_CACHE: str | None = None
+if "KILN_CACHE_DIR" not in os.environ:
+    _SESSION_CACHE = os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-test-cache-")
+
+# Hypothesis budgets: "suite" (the default) keeps every run short, the property tests' examples
+# are each a compile; KILN_HYPOTHESIS_PROFILE=thorough is a long fuzzing run.
+settings.register_profile("suite", max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", settings.get_profile("suite"), max_examples=2000)
+settings.load_profile(os.environ.get("KILN_HYPOTHESIS_PROFILE") or "suite")
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_addoption(parser):

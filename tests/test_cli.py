@@ -151,6 +151,7 @@ def test_console_entry_point_exit_status(tmp_path):
     assert res.stderr.strip() == f"kiln compile: error: {tmp_path / 'nothing.onnx'}: no such file"
 
 
+@pytest.mark.slow
 def test_demo_model_part_small(capsys):
     """The demo's network part, on a 32x32 ResNet-18 to stay fast."""
     pytest.importorskip("onnxruntime")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..ir import expr as E
+from ..ir.op import add, convert, make_const, match_types, sub
 from . import bound as B
 from .bound import ConstIntBound, is_int_scalar
 from .const_bound import ConstBoundWalker
@@ -56,15 +57,15 @@ class Analyzer:
             var = var.var
         if isinstance(value, E.Range):
             lo = self.simplify(value.min)
-            hi = self.simplify(E.sub(E.add(value.min, value.extent), 1))
+            hi = self.simplify(sub(add(value.min, value.extent), 1))
             self._set_interval(var, IntervalSet(lo, hi))
             ext = self.simplify(value.extent)
             if not isinstance(ext, E.IntImm):
-                self.add_constraint(E.GE(ext, E.make_const(1, ext.dtype)))
+                self.add_constraint(E.GE(ext, make_const(1, ext.dtype)))
         elif isinstance(value, IntervalSet):
             self._set_interval(var, value)
         else:
-            e = self.simplify(E.convert(value))
+            e = self.simplify(convert(value))
             self._set_interval(var, IntervalSet(e, e))
 
     def update(self, var: E.Var, bound, override: bool = True) -> None:
@@ -115,7 +116,7 @@ class Analyzer:
 
     def add_constraint(self, cond) -> None:
         """Assume ``cond`` from now on (until the enclosing scope ends)."""
-        cond = self.simplify(E.convert(cond))
+        cond = self.simplify(convert(cond))
         for c in _conjuncts(cond):
             if isinstance(c, E.IntImm):
                 continue
@@ -175,18 +176,18 @@ class Analyzer:
     # ==== queries ==========================================================================
     def const_int_bound(self, e) -> ConstIntBound:
         """``(lo, hi)`` with every value of ``e`` inside; ``None`` for an infinite end."""
-        return self._cb(E.convert(e))
+        return self._cb(convert(e))
 
     def modular_set(self, e) -> ModularSet:
         """``(coeff, base)``: every value of ``e`` is ``coeff*k + base``."""
-        return self._mod(E.convert(e))
+        return self._mod(convert(e))
 
     def simplify(self, e):
         """Simplify an expression (or a statement / PrimFunc, see ``simplify_stmt``)."""
         if isinstance(e, E.PrimExpr):
             return self._rw(e)
         if isinstance(e, int | float | bool | E.IterVar):
-            return self._rw(E.convert(e))
+            return self._rw(convert(e))
         from .stmt_simplify import simplify_stmt
 
         return simplify_stmt(e, self)
@@ -196,33 +197,33 @@ class Analyzer:
 
     def can_prove(self, cond) -> bool:
         """True only when ``cond`` holds for every value the facts allow."""
-        c = self.simplify(E.convert(cond))
+        c = self.simplify(convert(cond))
         return isinstance(c, E.IntImm) and c.value != 0
 
     def can_prove_equal(self, a, b) -> bool:
-        a, b = E.convert(a), E.convert(b)
+        a, b = convert(a), convert(b)
         if is_int_scalar(a.dtype) and is_int_scalar(b.dtype):
             d = self.to_lin(self.simplify(a)).sub(self.to_lin(self.simplify(b)))
             return d.is_const() and d.const == 0
         return self.keys(self.simplify(a)) == self.keys(self.simplify(b))
 
     def can_prove_less(self, a, b) -> bool:
-        return self.can_prove(E.LT(*E._match(a, b)))
+        return self.can_prove(E.LT(*match_types(a, b)))
 
     def can_prove_greater_equal(self, a, b) -> bool:
-        return self.can_prove(E.GE(*E._match(a, b)))
+        return self.can_prove(E.GE(*match_types(a, b)))
 
     def eval_interval(self, e, dom_map=None) -> IntervalSet:
         """The interval of ``e`` when each variable of ``dom_map`` (to a Range, an
         IntervalSet or an expression) ranges over its set; other variables stay symbolic."""
-        e = E.convert(e)
+        e = convert(e)
         dom: dict[E.Var, IntervalSet] = {}
         with self.scope():
             items = [(v.var if isinstance(v, E.IterVar) else v, s)
                      for v, s in (dom_map or {}).items()]
             for v, s in items:
                 if isinstance(s, E.Range):
-                    s = IntervalSet(s.min, E.sub(E.add(s.min, s.extent), 1))
+                    s = IntervalSet(s.min, sub(add(s.min, s.extent), 1))
                 elif not isinstance(s, IntervalSet):
                     s = IntervalSet.single_point(s)
                 dom[v] = simplify_set(s, self)

@@ -19,6 +19,7 @@ from math import gcd
 from typing import TYPE_CHECKING
 
 from ..ir import expr as E
+from ..ir.op import make_const
 from .linear import Lin, mono_key, render
 
 if TYPE_CHECKING:
@@ -39,11 +40,11 @@ def simplify_division(rw: Rewriter, e):
     if isinstance(b, E.IntImm):
         c = b.value
         if c == 1:
-            return a if t in (E.FloorDiv, E.Div) else E.make_const(0, e.dtype)
+            return a if t in (E.FloorDiv, E.Div) else make_const(0, e.dtype)
         if c == -1 and t in (E.FloorDiv, E.Div):
-            return rw(E.Sub(E.make_const(0, e.dtype), a))
+            return rw(E.Sub(make_const(0, e.dtype), a))
         if c == -1:
-            return E.make_const(0, e.dtype)
+            return make_const(0, e.dtype)
     if t in (E.Div, E.Mod):
         return _trunc(rw, e)
     lb = rw.an.to_lin(b)
@@ -201,13 +202,13 @@ def _symbolic(rw: Rewriter, e, lb: Lin):
     if split is not None and split[0].size():
         q, r = split
         if r.size() == 0:
-            return rw.emit(q, e) if is_div else E.make_const(0, e.dtype)
+            return rw.emit(q, e) if is_div else make_const(0, e.dtype)
         if _in_range(rw, r, b):
             return rw.emit(q if is_div else r, e)
         node = (E.FloorDiv if is_div else E.FloorMod)(render(r), b)
         return rw.emit(q.add(_atom(rw, node)) if is_div else _atom(rw, node), e)
     if _in_range(rw, la, b):
-        return E.make_const(0, e.dtype) if is_div else a
+        return make_const(0, e.dtype) if is_div else a
     if is_div and type(a) is E.FloorDiv and _positive(rw, a.b) and _positive(rw, b):
         return rw(E.FloorDiv(a.a, rw(E.Mul(a.b, b))))
     return e

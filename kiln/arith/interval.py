@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import expr as E
+from ..ir.op import add, convert, emax, emin, make_const, sub
 from ..ir.printer import expr_text
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ End = E.PrimExpr | _Infinity
 def _end(x, default: _Infinity) -> End:
     if x is None or isinstance(x, _Infinity):
         return default if x is None else x
-    return E.convert(x)
+    return convert(x)
 
 
 class IntervalSet:
@@ -66,7 +67,7 @@ class IntervalSet:
     # ---- constructors -----------------------------------------------------------------
     @staticmethod
     def single_point(e) -> IntervalSet:
-        e = E.convert(e)
+        e = convert(e)
         return IntervalSet(e, e)
 
     @staticmethod
@@ -110,7 +111,7 @@ class IntervalSet:
         if not self.is_finite():
             raise ValueError(f"cannot make a Range of the unbounded interval {self}")
         an = _analyzer(analyzer)
-        ext = an.simplify(E.add(E.sub(self.max_value, self.min_value), 1))
+        ext = an.simplify(add(sub(self.max_value, self.min_value), 1))
         return E.Range.from_min_extent(self.min_value, ext)
 
     def union(self, other: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
@@ -137,7 +138,7 @@ def _analyzer(analyzer):
 def from_range(r: E.Range, analyzer: Analyzer | None = None) -> IntervalSet:
     """The interval ``[r.min, r.min + r.extent - 1]`` (simplified)."""
     an = _analyzer(analyzer)
-    return IntervalSet(r.min, an.simplify(E.sub(E.add(r.min, r.extent), 1)))
+    return IntervalSet(r.min, an.simplify(sub(add(r.min, r.extent), 1)))
 
 
 def union(a: IntervalSet, b: IntervalSet, analyzer: Analyzer | None = None) -> IntervalSet:
@@ -168,13 +169,13 @@ def add_end(x: End, y: End) -> End:
         return x
     if isinstance(y, _Infinity):
         return y
-    return E.add(x, y)
+    return add(x, y)
 
 
 def neg_end(x: End) -> End:
     if isinstance(x, _Infinity):
         return -x
-    return E.sub(E.make_const(0, x.dtype), x)
+    return sub(make_const(0, x.dtype), x)
 
 
 def min_end(x: End, y: End) -> End:
@@ -184,7 +185,7 @@ def min_end(x: End, y: End) -> End:
         return y
     if y is pos_inf:
         return x
-    return E.emin(x, y)
+    return emin(x, y)
 
 
 def max_end(x: End, y: End) -> End:
@@ -194,7 +195,7 @@ def max_end(x: End, y: End) -> End:
         return y
     if y is neg_inf:
         return x
-    return E.emax(x, y)
+    return emax(x, y)
 
 
 def raw_union(a: IntervalSet, b: IntervalSet) -> IntervalSet:

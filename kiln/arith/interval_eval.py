@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.functor import rebuild
+from ..ir.op import add, cast, div, floordiv, make_const, mul, sub
 from . import bound as B
 from .interval import (
     End,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 
 def _truncdiv(a, b):
-    return E.div(a, b)
+    return div(a, b)
 
 
 def _div_end(x: End, y: E.PrimExpr, fn) -> End:
@@ -48,7 +49,7 @@ def _mul_end(x: End, y: End, sx: int, sy: int) -> End:
         s = (x.sign if isinstance(x, _Infinity) else sx) * \
             (y.sign if isinstance(y, _Infinity) else sy)
         return pos_inf if s > 0 else neg_inf
-    return E.mul(x, y)
+    return mul(x, y)
 
 
 _BOOL_RANGE = (E.IntImm("bool", 0), E.IntImm("bool", 1))
@@ -211,7 +212,7 @@ class IntervalEvaluator:
 
     def _scale(self, a: IntervalSet, k: E.PrimExpr, e) -> IntervalSet:
         if isinstance(k, E.IntImm) and k.value == 0:
-            return self._point(E.make_const(0, e.dtype))
+            return self._point(make_const(0, e.dtype))
         s = self._sign(k)
         if s == 0:
             return self._everything(e)
@@ -235,7 +236,7 @@ class IntervalEvaluator:
     def _divide_by_positive(self, e, a, b, fn, trunc: bool) -> IntervalSet:
         """``a / b`` for an interval ``b`` of positive values: for a fixed numerator the
         quotient is monotone in the divisor, so the extremes sit at the divisor's ends."""
-        zero, minus_one = E.make_const(0, e.dtype), E.make_const(-1, e.dtype)
+        zero, minus_one = make_const(0, e.dtype), make_const(-1, e.dtype)
         sa = self._iv_sign(a)
         if trunc and sa <= 0:
             return self._everything(e)
@@ -259,7 +260,7 @@ class IntervalEvaluator:
         return lo is not None and lo >= 1
 
     def _floordiv(self, e, a, b):
-        return self._divide(e, a, b, E.floordiv, False)
+        return self._divide(e, a, b, floordiv, False)
 
     def _truncdiv(self, e, a, b):
         return self._divide(e, a, b, _truncdiv, True)
@@ -271,8 +272,8 @@ class IntervalEvaluator:
         return self._modulo(e, a, b, trunc=True)
 
     def _modulo(self, e, a, b, trunc: bool):
-        zero = E.make_const(0, e.dtype)
-        one = E.make_const(1, e.dtype)
+        zero = make_const(0, e.dtype)
+        one = make_const(1, e.dtype)
         sa = self._iv_sign(a)
         if b.is_single_point():
             k = b.min_value
@@ -284,12 +285,12 @@ class IntervalEvaluator:
             s = self._sign(k)
             if s == 0:
                 return self._everything(e)
-            top = E.sub(k, one) if s > 0 else E.sub(E.sub(zero, k), one)
+            top = sub(k, one) if s > 0 else sub(sub(zero, k), one)
         elif self._positive(b.min_value):
             if b.max_value is pos_inf:
                 return IntervalSet(zero, pos_inf) if sa > 0 or not trunc else \
                     self._everything(e)
-            top = E.sub(b.max_value, one)
+            top = sub(b.max_value, one)
         else:
             return self._everything(e)
         if trunc:
@@ -299,7 +300,7 @@ class IntervalEvaluator:
                 return IntervalSet(max_end(a.min_value, neg_end(top)), zero)
             return IntervalSet(neg_end(top), top)
         if b.is_single_point() and self._sign(b.min_value) < 0:
-            return IntervalSet(E.add(b.min_value, one), zero)
+            return IntervalSet(add(b.min_value, one), zero)
         if sa > 0:
             return IntervalSet(zero, min_end(a.max_value, top))
         return IntervalSet(zero, top)
@@ -346,7 +347,7 @@ class IntervalEvaluator:
             if isinstance(x, _Infinity):
                 return x
             if widening or (isinstance(x, E.IntImm) and B.contains(target, x.value)):
-                return E.cast(x, e.dtype)
+                return cast(x, e.dtype)
             return None
 
         lo, hi = conv(v.min_value), conv(v.max_value)
@@ -358,7 +359,7 @@ class IntervalEvaluator:
         base, stride = self(e.base), self(e.stride)
         if base.is_single_point() and stride.is_single_point():
             return self._rebuilt_point(e, base=base.min_value, stride=stride.min_value)
-        last = self._add(e, base, self._scale(stride, E.make_const(e.lanes - 1,
+        last = self._add(e, base, self._scale(stride, make_const(e.lanes - 1,
                                                                     e.base.dtype), e.base))
         return raw_union(base, last)
 

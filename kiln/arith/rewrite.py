@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.functor import collect_vars, rebuild, substitute
+from ..ir.op import make_const
 from . import divmod as DM
 from .bound import is_int_scalar
 from .fold import CMP_FOLD, fold_binary, fold_cast
@@ -467,4 +468,4 @@ def _structural_equal(a, b) -> bool:
 
 
 def _zero(like: E.PrimExpr) -> E.PrimExpr:
-    return E.make_const(0, like.dtype)
+    return make_const(0, like.dtype)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.functor import Mutator, collect_vars, substitute
+from ..ir.op import logical_not, make_const
 from .analyzer import Analyzer
 
 _THREAD_ATTRS = ("thread_extent", "virtual_thread")
@@ -82,7 +83,7 @@ class StmtSimplifier(Mutator):
         node = s.node
         with self.an.scope():
             if s.attr_key in _THREAD_ATTRS and isinstance(node, E.IterVar):
-                self.an.bind(node.var, E.Range.from_min_extent(E.make_const(0, value.dtype),
+                self.an.bind(node.var, E.Range.from_min_extent(make_const(0, value.dtype),
                                                                value))
             body = self.visit(s.body)
         if value is s.value and body is s.body:
@@ -114,14 +115,14 @@ class StmtSimplifier(Mutator):
             then_case = self.visit(s.then_case)
         else_case = None
         if s.else_case is not None:
-            with self.an.constraint(E.logical_not(cond)):
+            with self.an.constraint(logical_not(cond)):
                 else_case = self.visit(s.else_case)
         if _no_op(else_case):
             else_case = None
         if _no_op(then_case):
             if else_case is None:
                 return S.Evaluate(0)
-            return S.IfThenElse(self.an.simplify(E.logical_not(cond)), else_case)
+            return S.IfThenElse(self.an.simplify(logical_not(cond)), else_case)
         if cond is s.condition and then_case is s.then_case and else_case is s.else_case:
             return s
         return S.IfThenElse(cond, then_case, else_case)

@@ -145,10 +145,10 @@ class _Extractor:
 
 def get_itervar_feature(task, config) -> dict[str, float]:
     """Loop-nest features of ``config`` of ``task`` (instantiates and lowers it)."""
-    import kiln
+    from kiln.driver import lower
 
     sch, args = task.instantiate(config)
-    mod = kiln.lower(sch, args)
+    mod = lower(sch, args)
     ex = _Extractor()
     for func in mod.functions.values():
         ex.stmt(func.body, [])

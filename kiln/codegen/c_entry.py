@@ -1,139 +1,117 @@
-"""The exported entry of a compiled function: argument checks in TVM's words, then the call.
+"""The exported entry of a compiled C function: the argument checks of
+``codegen/arg_checks.py`` rendered as C, then the call of the compute function.
 
-For every buffer parameter it checks the type code, ndim, dtype, device and each dimension:
-a constant dimension must match, the first occurrence of a symbolic variable binds it, and any
-later occurrence (or a composite expression) must agree, e.g.
-``Assert fail: (100 == int32(arg0.shape[0])), Argument arg0.shape[0] has an unsatisfied
-constraint: expected 100, got 200``.
+Each check becomes ``if (!ok) { kiln_set_error("<message>", <values>); return -1; }``; a
+message's run-time values are read from the ``DLTensor`` (``arg0->ndim``, ...) or the packed
+call (``type_codes[k]``, ``num_args``).
 """
 
 from __future__ import annotations
 
-from kiln.errors import TVMError
-from kiln.ir import dtype as dt
 from kiln.ir import expr as E
-from kiln.ir.functor import collect_vars
-from kiln.ir.printer import expr_text
 from kiln.ir.stmt import PrimFunc
 
-from .c_types import c_scalar, dl_code
+from .arg_checks import ArgValue, Message, ScalarArg, TensorArg, describe
+from .c_types import c_scalar
 from .codegen_c import CSourceWriter, _Names
+
+#: how C reads each run-time value of a message: (printf conversion, C expression template)
+_C_VALUES = {
+    ArgValue.NUM_ARGS: ("%d", "(int)num_args"),
+    ArgValue.TYPE_CODE: ("%d", "(int)type_codes[{k}]"),
+    ArgValue.NDIM: ("%d", "(int){a}->ndim"),
+    ArgValue.DTYPE_CODE: ("%d", "(int){a}->dtype.code"),
+    ArgValue.DTYPE_BITS: ("%d", "(int){a}->dtype.bits"),
+    ArgValue.DTYPE_LANES: ("%d", "(int){a}->dtype.lanes"),
+    ArgValue.DEVICE_TYPE: ("%d", "(int){a}->device.device_type"),
+    ArgValue.DIM: ("%lld", "(long long){a}->shape[{d}]"),
+}
 
 
 def _c_str(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
 
 
-def _fail(w: CSourceWriter, fmt: str, *args: str) -> None:
-    extra = "".join(", " + a for a in args)
-    w.emit(f'  kiln_set_error("{fmt}"{extra});')
+def _fail_if(w: CSourceWriter, cond: str, msg: Message, k: int = 0, d: int = 0,
+             expected: str = "") -> None:
+    """``if (cond) { set the error message; return -1; }``."""
+    convs, vals = [], []
+    for v in msg.values:
+        if v is ArgValue.EXPECTED_DIM:
+            conv, val = "%lld", f"(long long)({expected})"
+        else:
+            conv, template = _C_VALUES[v]
+            val = template.format(k=k, a=f"arg{k}", d=d)
+        convs.append(conv)
+        vals.append(val)
+    pieces = [_c_str(p) for p in msg.text.split("{}")]
+    fmt = "".join(p + (convs[i] if i < len(convs) else "") for i, p in enumerate(pieces))
+    w.emit(f"if ({cond}) {{")
+    w.emit(f'  kiln_set_error("{fmt}"{"".join(", " + v for v in vals)});')
     w.emit("  return -1;")
+    w.emit("}")
 
 
 def write_entry(func: PrimFunc, names: _Names, w: CSourceWriter, compute_name: str,
                 compute_args: list[str]) -> None:
     """Emit the packed entry function for ``func`` into writer ``w``."""
-    n = len(func.params)
-    w.emit(f"if (num_args != {n}) {{")
-    _fail(w, f"{_c_str(func.name)}: expected {n} arguments, got %d", "(int)num_args")
-    w.emit("}")
-    bound: dict[E.Var, str] = {}
-    deferred: list[tuple[str, E.PrimExpr, str]] = []
-    for k, p in enumerate(func.params):
-        buf = func.buffer_map.get(p)
-        if buf is None:
-            _scalar_arg(w, k, p, names, bound)
-            continue
-        _tensor_arg(w, k, p, buf, names, bound, deferred)
-    # parameters that only appear inside composite shape expressions must already be bound
-    for arg, shape_expr, what in deferred:
-        missing = [v for v in collect_vars(shape_expr) if v not in bound]
-        if missing:
-            raise TVMError(
-                f"{func.name}: the shape {expr_text(shape_expr)} of {what} uses variable "
-                f"'{missing[0].name}', which is neither a scalar argument nor a plain dimension "
-                f"of an argument tensor; pass it in the argument list")
-        c = w.expr(shape_expr)
-        w.emit(f"if ((int64_t)({c}) != {arg}) {{")
-        _fail(w, f"Assert fail: ({_c_str(expr_text(shape_expr))} == {what}), Argument "
-                 f"{what} has an unsatisfied constraint: expected %lld, got %lld",
-              f"(long long)({c})", f"(long long){arg}")
-        w.emit("}")
+    spec = describe(func, "cpu")
+    _fail_if(w, f"num_args != {spec.num_args}", spec.wrong_count)
+    for arg in spec.args:
+        if isinstance(arg, ScalarArg):
+            _scalar_arg(w, arg, names)
+        else:
+            _tensor_arg(w, arg, func.buffer_map[arg.var].dtype, names)
+    for d in spec.deferred:
+        c = w.expr(d.expr)
+        _fail_if(w, f"(int64_t)({c}) != arg{d.index}->shape[{d.axis}]", d.mismatch,
+                 d.index, d.axis, expected=c)
     w.emit(f"return {compute_name}({', '.join(compute_args)});")
 
 
-def _scalar_arg(w: CSourceWriter, k: int, p: E.Var, names: _Names, bound) -> None:
-    name = names.get(p)
-    ct = c_scalar(p.dtype)
-    if dt.is_float(p.dtype):
-        w.emit(f"if (type_codes[{k}] != KILN_FLOAT && type_codes[{k}] != KILN_INT) {{")
-        _fail(w, f"arg{k} ({_c_str(p.name)}): expected a number, got type code %d",
-              f"(int)type_codes[{k}]")
-        w.emit("}")
+def _scalar_arg(w: CSourceWriter, arg: ScalarArg, names: _Names) -> None:
+    k, name, ct = arg.index, names.get(arg.var), c_scalar(arg.var.dtype)
+    if arg.is_float:
+        _fail_if(w, f"type_codes[{k}] != KILN_FLOAT && type_codes[{k}] != KILN_INT",
+                 arg.wrong_type, k)
         w.emit(f"{ct} {name} = type_codes[{k}] == KILN_FLOAT ? ({ct})args[{k}].v_float64 : "
                f"({ct})args[{k}].v_int64;")
     else:
-        w.emit(f"if (type_codes[{k}] != KILN_INT) {{")
-        _fail(w, f"arg{k} ({_c_str(p.name)}): expected an integer, got type code %d",
-              f"(int)type_codes[{k}]")
-        w.emit("}")
+        _fail_if(w, f"type_codes[{k}] != KILN_INT", arg.wrong_type, k)
         w.emit(f"{ct} {name} = ({ct})args[{k}].v_int64;")
-    bound[p] = name
 
 
-def _tensor_arg(w: CSourceWriter, k: int, p: E.Var, buf, names: _Names, bound, deferred) -> None:
-    a = f"arg{k}"
-    tname = _c_str(buf.name)
-    w.emit(f"if (type_codes[{k}] != KILN_DLTENSOR || args[{k}].v_handle == NULL) {{")
-    _fail(w, f"{a} ({tname}): expected a tensor (NDArray), got type code %d",
-          f"(int)type_codes[{k}]")
-    w.emit("}")
+def _tensor_arg(w: CSourceWriter, arg: TensorArg, dtype: str, names: _Names) -> None:
+    k, a = arg.index, f"arg{arg.index}"
+    _fail_if(w, f"type_codes[{k}] != KILN_DLTENSOR || args[{k}].v_handle == NULL",
+             arg.not_a_tensor, k)
     w.emit(f"DLTensor* {a} = (DLTensor*)args[{k}].v_handle;")
-    ndim = len(buf.shape)
-    w.emit(f"if ({a}->ndim != {ndim}) {{")
-    _fail(w, f"Argument {a}.ndim ({tname}) has an unsatisfied constraint: {a}.ndim is "
-             f"expected to equal {ndim}, got %d", f"(int){a}->ndim")
-    w.emit("}")
-    code, bits, lanes = dl_code(buf.dtype)
-    w.emit(f"if (!({a}->dtype.code == {code} && {a}->dtype.bits == {bits} && "
-           f"{a}->dtype.lanes == {lanes})) {{")
-    _fail(w, f"Assert fail: {a}.dtype is expected to be {buf.dtype} ({tname}), got "
-             f"code=%d bits=%d lanes=%d", f"(int){a}->dtype.code", f"(int){a}->dtype.bits",
-          f"(int){a}->dtype.lanes")
-    w.emit("}")
-    w.emit(f"if ({a}->device.device_type != KILN_CPU) {{")
-    _fail(w, f"Argument {a}.device_type ({tname}) has an unsatisfied constraint: expected a "
-             f"cpu tensor, got device type %d", f"(int){a}->device.device_type")
-    w.emit("}")
-    for d, extent in enumerate(buf.shape):
-        what = f"{a}.shape[{d}]"
-        val = f"{a}->shape[{d}]"
-        if isinstance(extent, E.IntImm):
-            w.emit(f"if ({val} != {extent.value}) {{")
-            _fail(w, f"Assert fail: ({extent.value} == int32({what})), Argument {what} has an "
-                     f"unsatisfied constraint: expected {extent.value}, got %lld",
-                  f"(long long){val}")
-            w.emit("}")
-        elif isinstance(extent, E.Var) and extent not in bound:
-            name = names.get(extent)
-            w.emit(f"{c_scalar(extent.dtype)} {name} = ({c_scalar(extent.dtype)}){val};")
-            bound[extent] = what
-        else:
-            deferred.append((val, extent, what))
-    if ndim:
-        _compact_check(w, a, tname, buf)
-    data = names.get(p)
-    ct = c_scalar(buf.dtype)
-    w.emit(f"{ct}* {data} = ({ct}*)((char*){a}->data + {a}->byte_offset);")
+    _fail_if(w, f"{a}->ndim != {arg.ndim}", arg.wrong_ndim, k)
+    bits = " || ".join(f"{a}->dtype.bits == {b}" for b in arg.dtype_bits)
+    bits = bits if len(arg.dtype_bits) == 1 else f"({bits})"
+    _fail_if(w, f"!({a}->dtype.code == {arg.dtype_code} && {bits} && "
+                f"{a}->dtype.lanes == {arg.dtype_lanes})", arg.wrong_dtype, k)
+    _fail_if(w, f"{a}->device.device_type != KILN_CPU", arg.wrong_device, k)
+    for dim in arg.dims:
+        val = f"{a}->shape[{dim.axis}]"
+        if dim.kind == "const":
+            _fail_if(w, f"{val} != {dim.value}", dim.mismatch, k, dim.axis)
+        elif dim.kind == "bind":
+            var: E.Var = dim.value
+            ct = c_scalar(var.dtype)
+            w.emit(f"{ct} {names.get(var)} = ({ct}){val};")
+    if arg.ndim:
+        _compact_check(w, a, arg)
+    ct = c_scalar(dtype)
+    w.emit(f"{ct}* {names.get(arg.var)} = ({ct}*)((char*){a}->data + {a}->byte_offset);")
 
 
-def _compact_check(w: CSourceWriter, a: str, tname: str, buf) -> None:
+def _compact_check(w: CSourceWriter, a: str, arg: TensorArg) -> None:
     w.emit(f"if ({a}->strides != NULL) {{")
     w.emit("  int64_t expect = 1;")
-    w.emit(f"  for (int d = {len(buf.shape) - 1}; d >= 0; --d) {{")
+    w.emit(f"  for (int d = {arg.ndim - 1}; d >= 0; --d) {{")
     w.emit(f"    if ({a}->shape[d] != 1 && {a}->strides[d] != expect) {{")
-    w.emit(f'      kiln_set_error("Argument {a}.strides ({tname}): expected a compact '
-           f'(row-major contiguous) tensor");')
+    w.emit(f'      kiln_set_error("{_c_str(arg.not_compact.text)}");')
     w.emit("      return -1;")
     w.emit("    }")
     w.emit(f"    expect *= {a}->shape[d];")

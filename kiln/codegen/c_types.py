@@ -43,10 +43,3 @@ def vector_typedef(dtype: str, aligned: bool = True) -> str:
 
 def c_type(dtype: str) -> str:
     return c_scalar(dtype) if dt.lanes(dtype) == 1 else vector_name(dtype)
-
-
-# DLPack type codes, checked in generated argument checks
-def dl_code(dtype: str) -> tuple[int, int, int]:
-    d = dt.parse(dtype)
-    code = {"int": 0, "uint": 1, "float": 2, "bool": 1, "bfloat": 4}[d.code]
-    return code, d.bits, d.lanes

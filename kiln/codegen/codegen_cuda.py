@@ -14,7 +14,8 @@ from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
-from kiln.tir.split_host_device import STORAGE_SYNC, Kernel
+from kiln.tir.split_host_device import Kernel
+from kiln.tir.storage_sync import STORAGE_SYNC
 
 from .codegen_c import CSourceWriter, _Names
 

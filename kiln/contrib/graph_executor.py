@@ -1,11 +1,11 @@
-"""TVM's ``tvm.contrib.graph_executor``: see :mod:`kiln.relay.executor`.
+"""TVM's ``tvm.contrib.graph_executor``: see :mod:`kiln.runtime.graph_executor`.
 
 ``create(graph, lib, dev)`` with a module loaded over RPC (``remote.load_module``) gives a
 graph executor running on that server (:class:`kiln.rpc.RemoteGraphModule`).
 """
 
-from kiln.relay.executor import GraphModule
-from kiln.relay.executor import create as _create_local
+from kiln.runtime.graph_executor import GraphModule
+from kiln.runtime.graph_executor import create as _create_local
 
 __all__ = ["GraphModule", "create"]
 

@@ -1,47 +1,54 @@
-"""``kiln.build``: lower a schedule, generate code for the target, compile and load it."""
+"""``kiln.build``: lower a schedule, run the target's phases, generate code, compile, load.
+
+The steps are the same for every target: ``lower`` (``pipeline.LOWER_PHASES``), the target
+phases (``pipeline.TARGET_PHASES[backend.name]``), then the backend of the target's kind
+(``kiln.codegen.backend``) writes the source and compiles it into a runtime module.
+"""
 
 from __future__ import annotations
 
-from kiln.codegen.source_c import generate_c
+from kiln.codegen.backend import Backend, backend_for
 from kiln.ir.stmt import IRModule, PrimFunc
-from kiln.runtime.module import Module
 from kiln.target import Target
 from kiln.te.schedule import Schedule
-from kiln.tir import passes
 
+from . import pipeline
 from .lower import lower
 
 
 def build(inputs, args=None, target="llvm", target_host=None, name: str = "default_function",
-          binds=None):
+          binds=None, debug: bool | None = None):
     """Compile a schedule (or a lowered IRModule/PrimFunc) to a runtime Module.
 
-    ``mod = kiln.build(s, [A, B, C])`` then ``mod(a, b, c)`` with NDArrays.
+    ``mod = kiln.build(s, [A, B, C])`` then ``mod(a, b, c)`` with NDArrays. ``debug=True``
+    (or ``KILN_DEBUG=1``) prints the IR after every pass, target passes included.
     """
-    tgt = Target(target if target is not None else (Target.current() or "llvm"))
+    tgt = as_target(target)
     if isinstance(inputs, Schedule):
-        mod = lower(inputs, args, name=name, binds=binds)
+        mod = lower(inputs, args, name=name, binds=binds, debug=debug)
     elif isinstance(inputs, PrimFunc):
         mod = IRModule({inputs.name: inputs})
     elif isinstance(inputs, IRModule):
         mod = inputs
     else:
         raise TypeError(f"build expects a te.Schedule or an IRModule, got {type(inputs).__name__}")
-    funcs = list(mod.functions.values())
-    if not tgt.is_cpu:
-        from kiln.codegen import cuda_build
-
-        return cuda_build.build(funcs, tgt)
-    funcs = [_prepare_for_c(f) for f in funcs]
-    entry = funcs[0].name
-    source = generate_c(funcs, tgt.kind, entry)
-    return Module.from_source(source, [f.name for f in funcs], entry, tgt.kind,
-                              flags=tgt.c_flags())
+    return build_module(mod, tgt, debug=debug)
 
 
-def _prepare_for_c(func: PrimFunc) -> PrimFunc:
-    """Run the C backend's own passes (``kiln.tir.passes.C_PIPELINE``) on a lowered function."""
-    body = func.body
-    for _name, fn in passes.C_PIPELINE:
-        body = fn(body)
-    return func if body is func.body else func.with_body(body)
+def as_target(target) -> Target:
+    """``target`` as a Target object, parsed once (a Target is used as it is; ``None`` means
+    the enclosing ``with target:`` or ``llvm``)."""
+    if isinstance(target, Target):
+        return target
+    return Target(target if target is not None else (Target.current() or "llvm"))
+
+
+def build_module(mod: IRModule, target: Target, backend: Backend | None = None,
+                 debug: bool | None = None):
+    """The target phases and the backend of ``target`` on every function of ``mod``."""
+    backend = backend or backend_for(target)
+    show = pipeline.debug_enabled(debug)
+    funcs = [pipeline.run_phases(pipeline.TARGET_PHASES[backend.name], f, debug=show)
+             for f in mod.functions.values()]
+    source = backend.source(funcs, target)
+    return backend.compile(funcs, source, target)

@@ -1,45 +1,24 @@
-"""``kiln.lower``: a schedule becomes a loop program, pass after pass.
+"""``kiln.lower``: a schedule becomes a loop program, phase after phase.
 
-The pipeline (each step a module of its own):
-
-1. inline          stages marked compute_inline are substituted into their consumers
-2. infer_bound     the range of every loop of every stage
-3. schedule_ops    one loop nest per stage, placed at its attachment point
-4. storage_flatten tensors become flat buffers; temporaries get an Allocate
-5. simplify        index arithmetic folded to the book's short forms
-6. loop_partition  guarded loops split into a guard-free body and a tail, where provable
-7. vectorize       vectorized loops become ramp / broadcast vector code (or stay scalar)
-8. simplify, remove_no_op
+The phases and their passes are the table ``kiln.driver.pipeline.LOWER_PHASES`` (docs/
+lowering.md lists them): schedule (inline, bound inference, schedule → loop nests), flatten
+(tensors → buffers), loops (virtual threads, loop partition, vectorize, unroll), cleanup.
+User passes from ``PassContext(config={"tir.add_lower_pass": [...]})`` join their phase.
 
 Set ``KILN_DEBUG=1`` (or pass ``debug=True``) to print the IR after every pass.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-
 from kiln.arith import Analyzer
 from kiln.errors import TVMError
 from kiln.ir.expr import Var
-from kiln.ir.functor import collect_vars
-from kiln.ir.printer import to_text
-from kiln.ir.stmt import Buffer, IRModule, PrimFunc, Stmt
-from kiln.te.bound import infer_bound
-from kiln.te.inline import effective_bodies
+from kiln.ir.functor import collect_vars, defined_vars
+from kiln.ir.stmt import Buffer, IRModule, PrimFunc
 from kiln.te.schedule import Schedule
-from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.te.tensor import PlaceholderOp, Tensor
-from kiln.tir import passes
-from kiln.tir.thread_binding import unify_thread_extents
 
-Pass = Callable[[Stmt], Stmt]
-
-
-def _log(debug: bool, name: str, stmt: Stmt) -> None:
-    if debug:
-        print(f"// ---- after {name} ----")
-        print(to_text(stmt))
+from . import pipeline
 
 
 def _arg_buffers(args, binds: dict | None) -> tuple[list[Var], dict[Var, Buffer], dict]:
@@ -68,24 +47,16 @@ def _arg_buffers(args, binds: dict | None) -> tuple[list[Var], dict[Var, Buffer]
 
 def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
                          debug: bool | None = None) -> PrimFunc:
-    """Run the whole pipeline on one schedule and return the lowered PrimFunc."""
-    if debug is None:
-        debug = bool(os.environ.get("KILN_DEBUG"))
+    """Run the lowering phases on one schedule and return the lowered PrimFunc."""
     args = [_current_tensor(sch, a) for a in args]
     params, buffer_map, tensor_buffers = _arg_buffers(args, binds)
     _check_inputs_are_args(sch, tensor_buffers)
-    analyzer = Analyzer()
-    bodies = effective_bodies(sch)
-    ranges = infer_bound(sch, bodies, analyzer)
-    stmt = schedule_to_stmt(sch, bodies, ranges, set(tensor_buffers), analyzer)
-    _log(debug, "schedule_ops", stmt)
-    stmt = unify_thread_extents(stmt)  # GPU schedules only: a no-op without thread bindings
-    stmt = passes.storage_flatten(stmt, tensor_buffers)
-    _log(debug, "storage_flatten", stmt)
-    for pass_name, fn in passes.PIPELINE:
-        stmt = fn(stmt)
-        _log(debug, pass_name, stmt)
-    func = PrimFunc(params, buffer_map, stmt, name)
+    start = pipeline.ScheduleLowering(sch, name, tuple(params), buffer_map, tensor_buffers,
+                                      Analyzer())
+    done = pipeline.run_phases(pipeline.LOWER_PHASES, start,
+                               debug=pipeline.debug_enabled(debug),
+                               user_passes=pipeline.lower_passes_from_context())
+    func = done.primfunc()
     _check_free_vars(func)
     return func
 
@@ -116,7 +87,7 @@ def _check_free_vars(func: PrimFunc) -> None:
     for buf in func.buffer_map.values():
         for ext in buf.shape:
             defined |= collect_vars(ext)
-    bound = passes.defined_vars(func.body)
+    bound = defined_vars(func.body)
     for v in collect_vars(func.body):
         if v not in defined and v not in bound and v.dtype != "handle":
             raise TVMError(

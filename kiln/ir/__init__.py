@@ -1,6 +1,10 @@
-"""kiln's IR: typed expression and statement nodes, visitors, structural equality, printer."""
+"""kiln's IR: typed expression and statement nodes, visitors, structural equality, printer.
 
-from . import dtype
+Importing it imports :mod:`kiln.ir.op`, the expression builders that Python operators on
+expressions (``a + b``) call.
+"""
+
+from . import dtype, op, transform
 from .expr import (
     Broadcast,
     Call,
@@ -20,10 +24,9 @@ from .expr import (
     SizeVar,
     StringImm,
     Var,
-    const,
-    convert,
 )
 from .functor import Mutator, Visitor, post_order_visit, substitute
+from .op import const, convert
 from .printer import to_text
 from .stmt import (
     Allocate,
@@ -48,11 +51,11 @@ from .stmt import (
 from .structural import structural_equal, structural_hash
 
 __all__ = [
-    "dtype", "Broadcast", "Call", "Cast", "CommReducer", "FloatImm", "IntImm", "IterVar", "Load",
-    "Node", "PrimExpr", "ProducerLoad", "Ramp", "Range", "Reduce", "Select", "SizeVar",
+    "dtype", "op", "Broadcast", "Call", "Cast", "CommReducer", "FloatImm", "IntImm", "IterVar",
+    "Load", "Node", "PrimExpr", "ProducerLoad", "Ramp", "Range", "Reduce", "Select", "SizeVar",
     "StringImm", "Var", "const", "convert", "Mutator", "Visitor", "post_order_visit",
     "substitute", "to_text", "Allocate", "AssertStmt", "AttrStmt", "Buffer", "Evaluate", "For",
     "ForKind", "IfThenElse", "IRModule", "LetStmt", "PrimFunc", "ProducerRealize",
     "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "seq", "structural_equal",
-    "structural_hash",
+    "structural_hash", "transform",
 ]

@@ -4,13 +4,28 @@ Every node has a ``dtype`` string. Python operators on expressions build IR, as 
 ``a + 1`` is an ``Add``, ``a == b`` an ``EQ``, ``i // m`` a ``FloorDiv``. Identity is object
 identity (a ``Var`` is one variable however it is named); structural comparison lives in
 ``kiln.ir.structural``.
+
+This module holds the node classes only. The operators build their nodes with the
+expression builders of :mod:`kiln.ir.op` (type rules, constant folding), which construct
+these classes and so cannot be imported here: ``kiln.ir.op`` installs itself with
+:func:`use_builders` when it is imported (``kiln.ir`` imports it), and the operators call it
+through ``_op``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 from . import dtype as dt
+
+#: the expression builders (:mod:`kiln.ir.op`) the operators call; set by :func:`use_builders`
+_op: ModuleType
+
+
+def use_builders(builders: ModuleType) -> None:
+    """Make Python operators on expressions build with ``builders`` (:mod:`kiln.ir.op`)."""
+    global _op
+    _op = builders
 
 
 class Node:
@@ -47,83 +62,83 @@ class PrimExpr(Node):
 
     # ---- arithmetic -------------------------------------------------------------------
     def __add__(self, other):
-        return add(self, other)
+        return _op.add(self, other)
 
     def __radd__(self, other):
-        return add(other, self)
+        return _op.add(other, self)
 
     def __sub__(self, other):
-        return sub(self, other)
+        return _op.sub(self, other)
 
     def __rsub__(self, other):
-        return sub(other, self)
+        return _op.sub(other, self)
 
     def __mul__(self, other):
-        return mul(self, other)
+        return _op.mul(self, other)
 
     def __rmul__(self, other):
-        return mul(other, self)
+        return _op.mul(other, self)
 
     def __truediv__(self, other):
-        return _true_div(self, other)
+        return _op.true_div(self, other)
 
     def __rtruediv__(self, other):
-        return _true_div(other, self)
+        return _op.true_div(other, self)
 
     def __floordiv__(self, other):
-        return floordiv(self, other)
+        return _op.floordiv(self, other)
 
     def __rfloordiv__(self, other):
-        return floordiv(other, self)
+        return _op.floordiv(other, self)
 
     def __mod__(self, other):
-        return floormod(self, other)
+        return _op.floormod(self, other)
 
     def __rmod__(self, other):
-        return floormod(other, self)
+        return _op.floormod(other, self)
 
     def __neg__(self):
-        return sub(make_const(0, self.dtype), self)
+        return _op.sub(_op.make_const(0, self.dtype), self)
 
     def __lshift__(self, other):
-        return call_intrin(self.dtype, "shift_left", self, other)
+        return _op.call_intrin(self.dtype, "shift_left", self, other)
 
     def __rshift__(self, other):
-        return call_intrin(self.dtype, "shift_right", self, other)
+        return _op.call_intrin(self.dtype, "shift_right", self, other)
 
     # ---- comparison and logic -----------------------------------------------------------
     def __lt__(self, other):
-        return _cmp(LT, self, other)
+        return _op.compare(LT, self, other)
 
     def __le__(self, other):
-        return _cmp(LE, self, other)
+        return _op.compare(LE, self, other)
 
     def __gt__(self, other):
-        return _cmp(GT, self, other)
+        return _op.compare(GT, self, other)
 
     def __ge__(self, other):
-        return _cmp(GE, self, other)
+        return _op.compare(GE, self, other)
 
     def __eq__(self, other):
-        return EqualOp(self, other)
+        return _equality(EQ, self, other)
 
     def __ne__(self, other):
-        return NotEqualOp(self, other)
+        return _equality(NE, self, other)
 
     def __and__(self, other):
-        return logical_and(self, other)
+        return _op.logical_and(self, other)
 
     def __rand__(self, other):
-        return logical_and(other, self)
+        return _op.logical_and(other, self)
 
     def __or__(self, other):
-        return logical_or(self, other)
+        return _op.logical_or(self, other)
 
     def __ror__(self, other):
-        return logical_or(other, self)
+        return _op.logical_or(other, self)
 
     def __invert__(self):
-        return logical_not(self)
+        return _op.logical_not(self)
 
     def __hash__(self):
         return id(self)
@@ -139,10 +154,10 @@ class PrimExpr(Node):
 
     def astype(self, dtype: str) -> PrimExpr:
         """Cast this expression to ``dtype``."""
-        return cast(self, dtype)
+        return _op.cast(self, dtype)
 
     def equal(self, other) -> PrimExpr:
-        return _cmp(EQ, self, other)
+        return _op.compare(EQ, self, other)
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,12 +182,12 @@ class IntImm(PrimExpr):
     def __eq__(self, other):
         if isinstance(other, int | IntImm) and not isinstance(other, bool):
             return self.value == int(other)
-        return EqualOp(self, other)
+        return _equality(EQ, self, other)
 
     def __ne__(self, other):
         if isinstance(other, int | IntImm) and not isinstance(other, bool):
             return self.value != int(other)
-        return NotEqualOp(self, other)
+        return _equality(NE, self, other)
 
     def __hash__(self):
         return hash(self.value)
@@ -279,9 +294,15 @@ class CmpOp(BinaryOp):
 class EQ(CmpOp):
     __slots__ = ()
 
+    def __bool__(self):  # ``if x == y`` compares identity, as in TVM
+        return self.a is self.b
+
 
 class NE(CmpOp):
     __slots__ = ()
+
+    def __bool__(self):
+        return self.a is not self.b
 
 
 class LT(CmpOp):
@@ -437,13 +458,13 @@ class Range(Node):
     def __init__(self, begin, end=None):
         if end is None:
             begin, end = 0, begin
-        b, e = convert(begin), convert(end)
-        self._init(min=b, extent=_fold_sub(e, b))
+        b, e = _op.convert(begin), _op.convert(end)
+        self._init(min=b, extent=e if isinstance(b, IntImm) and b.value == 0 else _op.sub(e, b))
 
     @staticmethod
     def from_min_extent(min_value, extent) -> Range:
         r = Range.__new__(Range)
-        r._init(min=convert(min_value), extent=convert(extent))
+        r._init(min=_op.convert(min_value), extent=_op.convert(extent))
         return r
 
 
@@ -529,351 +550,17 @@ class IterVar(Node):
         return self.var.dtype
 
     def astype(self, dtype):
-        return cast(self.var, dtype)
+        return _op.cast(self.var, dtype)
 
 
-# ---------------------------------------------------------------------------------------
-# Construction helpers (with constant folding of the trivial cases, like TVM's operators)
-# ---------------------------------------------------------------------------------------
-def make_const(value, dtype: str) -> PrimExpr:
-    """A constant of ``dtype`` (vector dtypes give a Broadcast)."""
-    d = dt.parse(dtype)
-    if d.lanes > 1:
-        return Broadcast(make_const(value, d.element), d.lanes)
-    if d.code == "float":
-        return FloatImm(dtype, float(value))
-    if d.code == "bool":
-        return IntImm("bool", 1 if value else 0)
-    return IntImm(dtype, int(value))
-
-
-def const(value, dtype: str | None = None) -> PrimExpr:
-    """``tvm.tir.const``: a constant; dtype inferred from the Python value when omitted."""
-    if dtype is None:
-        if isinstance(value, bool):
-            dtype = "bool"
-        elif isinstance(value, int):
-            dtype = "int32" if -(2**31) <= value < 2**31 else "int64"
-        else:
-            dtype = "float32"
-    return make_const(value, dtype)
-
-
-def convert(value: Any) -> PrimExpr:
-    """Turn a Python number (or IterVar, numpy scalar) into an expression."""
-    if isinstance(value, PrimExpr):
-        return value
-    if isinstance(value, IterVar):
-        return value.var
-    if isinstance(value, bool):
-        return IntImm("bool", int(value))
-    if isinstance(value, int):
-        return const(value)
-    if isinstance(value, float):
-        return FloatImm("float32", value)
-    try:
-        import numpy as np
-
-        if isinstance(value, np.generic):
-            return make_const(value.item(), str(value.dtype))
-    except ImportError:  # pragma: no cover
-        pass
-    if hasattr(value, "_expr"):
-        return value._expr()
-    raise TypeError(f"cannot convert {value!r} of type {type(value).__name__} to an expression")
-
-
-def _convert_like(value, other: PrimExpr) -> PrimExpr:
-    """Convert a Python scalar to the dtype of the expression it meets, as TVM does."""
-    if isinstance(value, PrimExpr):
-        return value
-    if isinstance(value, IterVar):
-        return value.var
-    if isinstance(value, bool):
-        return IntImm("bool", int(value))
-    if isinstance(value, int) and not isinstance(other, IterVar):
-        if dt.is_float(other.dtype):
-            return make_const(value, dt.element_of(other.dtype))
-        if dt.is_integer(other.dtype) and not dt.is_bool(other.dtype):
-            return make_const(value, dt.element_of(other.dtype))
-        return const(value)
-    if isinstance(value, float):
-        if dt.is_float(other.dtype):
-            return make_const(value, dt.element_of(other.dtype))
-        return FloatImm("float32", value)
-    return convert(value)
-
-
-def _match(a, b) -> tuple[PrimExpr, PrimExpr]:
+def _equality(cls: type[EQ | NE], a, b):
+    """``a == b`` / ``a != b`` on expressions: an (unfolded) ``EQ``/``NE`` node of the matched
+    operands, or NotImplemented for an operand that is no number, so that Python tries the
+    other side. Its truth value in Python is identity (``if x == y``), as in TVM."""
     if isinstance(a, IterVar):
         a = a.var
     if isinstance(b, IterVar):
         b = b.var
-    if not isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
-        a, b = convert(a), convert(b)
-    elif not isinstance(a, PrimExpr):
-        a = _convert_like(a, b)
-    elif not isinstance(b, PrimExpr):
-        b = _convert_like(b, a)
-    if a.dtype != b.dtype:
-        t = dt.promote(a.dtype, b.dtype)
-        la, lb = dt.lanes(a.dtype), dt.lanes(b.dtype)
-        if la == 1 and lb > 1:
-            a = Broadcast(cast(a, dt.element_of(t)), lb)
-        if lb == 1 and la > 1:
-            b = Broadcast(cast(b, dt.element_of(t)), la)
-        a, b = cast(a, t), cast(b, t)
-    return a, b
-
-
-def _is_const(e, v=None) -> bool:
-    if isinstance(e, IntImm | FloatImm):
-        return v is None or e.value == v
-    return False
-
-
-def _fold_sub(e, b):
-    if isinstance(b, IntImm) and b.value == 0:
-        return e
-    return sub(e, b)
-
-
-def _int_result(x: int, dtype: str) -> PrimExpr:
-    return IntImm(dtype, x)
-
-
-def add(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return _int_result(a.value + b.value, a.dtype)
-    if isinstance(a, FloatImm) and isinstance(b, FloatImm):
-        return FloatImm(a.dtype, a.value + b.value)
-    if _is_const(b, 0) and not dt.is_bool(a.dtype):
-        return a
-    if _is_const(a, 0) and not dt.is_bool(b.dtype):
-        return b
-    return Add(a, b)
-
-
-def sub(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return _int_result(a.value - b.value, a.dtype)
-    if isinstance(a, FloatImm) and isinstance(b, FloatImm):
-        return FloatImm(a.dtype, a.value - b.value)
-    if _is_const(b, 0):
-        return a
-    return Sub(a, b)
-
-
-def mul(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return _int_result(a.value * b.value, a.dtype)
-    if isinstance(a, FloatImm) and isinstance(b, FloatImm):
-        return FloatImm(a.dtype, a.value * b.value)
-    if dt.is_integer(a.dtype):
-        if _is_const(b, 1):
-            return a
-        if _is_const(a, 1):
-            return b
-        if _is_const(a, 0) or _is_const(b, 0):
-            return make_const(0, a.dtype)
-    return Mul(a, b)
-
-
-def _true_div(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if dt.is_integer(a.dtype) and dt.is_integer(b.dtype):
-        raise TypeError(
-            "integer division with '/' is ambiguous: use '//' (floordiv), tvm.tir.floordiv / "
-            "floormod, or tvm.tir.truncdiv / truncmod explicitly")
-    return div(a, b)
-
-
-def div(a, b) -> PrimExpr:
-    """``tvm.tir.div``: float division, or truncating integer division."""
-    a, b = _match(a, b)
-    if isinstance(a, FloatImm) and isinstance(b, FloatImm) and b.value != 0:
-        return FloatImm(a.dtype, a.value / b.value)
-    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
-        q = abs(a.value) // abs(b.value)
-        return IntImm(a.dtype, q if (a.value >= 0) == (b.value > 0) else -q)
-    if _is_const(b, 1):
-        return a
-    return Div(a, b)
-
-
-def truncmod(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
-        r = abs(a.value) % abs(b.value)
-        return IntImm(a.dtype, r if a.value >= 0 else -r)
-    return Mod(a, b)
-
-
-def floordiv(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if dt.is_float(a.dtype):
-        return call_intrin(a.dtype, "floor", div(a, b))
-    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
-        return IntImm(a.dtype, a.value // b.value)
-    if _is_const(b, 1):
-        return a
-    return FloorDiv(a, b)
-
-
-def floormod(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if dt.is_float(a.dtype):
-        return sub(a, mul(floordiv(a, b), b))
-    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
-        return IntImm(a.dtype, a.value % b.value)
-    if _is_const(b, 1):
-        return make_const(0, a.dtype)
-    return FloorMod(a, b)
-
-
-def min_value(dtype: str) -> PrimExpr:
-    d = dt.parse(dtype)
-    if d.code == "float":
-        return FloatImm(dtype, {16: -65504.0, 32: -3.4028234663852886e38,
-                                64: -1.7976931348623157e308}[d.bits])
-    if d.code == "uint" or d.code == "bool":
-        return IntImm(dtype, 0)
-    return IntImm(dtype, -(2 ** (d.bits - 1)))
-
-
-def max_value(dtype: str) -> PrimExpr:
-    d = dt.parse(dtype)
-    if d.code == "float":
-        return FloatImm(dtype, {16: 65504.0, 32: 3.4028234663852886e38,
-                                64: 1.7976931348623157e308}[d.bits])
-    if d.code == "bool":
-        return IntImm(dtype, 1)
-    if d.code == "uint":
-        return IntImm(dtype, 2**d.bits - 1)
-    return IntImm(dtype, 2 ** (d.bits - 1) - 1)
-
-
-def emin(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm | FloatImm) and isinstance(b, IntImm | FloatImm):
-        return a if a.value <= b.value else b
-    return Min(a, b)
-
-
-def emax(a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm | FloatImm) and isinstance(b, IntImm | FloatImm):
-        return a if a.value >= b.value else b
-    return Max(a, b)
-
-
-def _cmp(cls, a, b) -> PrimExpr:
-    a, b = _match(a, b)
-    if isinstance(a, IntImm | FloatImm) and isinstance(b, IntImm | FloatImm):
-        ops = {EQ: a.value == b.value, NE: a.value != b.value, LT: a.value < b.value,
-               LE: a.value <= b.value, GT: a.value > b.value, GE: a.value >= b.value}
-        return IntImm("bool", int(ops[cls]))
-    return cls(a, b)
-
-
-def _to_bool(x) -> PrimExpr:
-    x = convert(x)
-    if not dt.is_bool(x.dtype):
-        x = NE(x, make_const(0, x.dtype))
-    return x
-
-
-def logical_and(a, b) -> PrimExpr:
-    a, b = _to_bool(a), _to_bool(b)
-    if isinstance(a, IntImm):
-        return b if a.value else a
-    if isinstance(b, IntImm):
-        return a if b.value else b
-    return And(a, b)
-
-
-def logical_or(a, b) -> PrimExpr:
-    a, b = _to_bool(a), _to_bool(b)
-    if isinstance(a, IntImm):
-        return a if a.value else b
-    if isinstance(b, IntImm):
-        return b if b.value else a
-    return Or(a, b)
-
-
-def logical_not(a) -> PrimExpr:
-    a = _to_bool(a)
-    if isinstance(a, IntImm):
-        return IntImm("bool", 1 - a.value)
-    return Not(a)
-
-
-def cast(value, dtype: str) -> PrimExpr:
-    value = convert(value)
-    dtype = dt.normalize(dtype)
-    if dt.lanes(value.dtype) > 1 and dt.lanes(dtype) == 1:
-        dtype = dt.with_lanes(dtype, dt.lanes(value.dtype))
-    if value.dtype == dtype:
-        return value
-    if isinstance(value, IntImm | FloatImm) and dt.lanes(dtype) == 1:
-        if dt.is_float(dtype):
-            return FloatImm(dtype, float(value.value))
-        if dt.is_bool(dtype):
-            return IntImm("bool", int(value.value != 0))
-        return IntImm(dtype, int(value.value))
-    if isinstance(value, Broadcast):
-        return Broadcast(cast(value.value, dt.element_of(dtype)), value.lanes)
-    return Cast(dtype, value)
-
-
-def call_intrin(dtype: str, op: str, *args) -> PrimExpr:
-    return Call(dtype, op, [convert(a) for a in args])
-
-
-class EqualOp(EQ):
-    """``a == b`` on expressions: an EQ node whose truth value in Python is identity."""
-
-    __slots__ = ()
-
-    def __new__(cls, a, b):
-        if isinstance(a, IterVar):
-            a = a.var
-        if isinstance(b, IterVar):
-            b = b.var
-        if not isinstance(b, PrimExpr | int | float | bool):
-            return NotImplemented
-        a, b = _match(a, b)
-        node = object.__new__(EQ)
-        EQ.__init__(node, a, b)
-        return node
-
-
-class NotEqualOp(NE):
-    __slots__ = ()
-
-    def __new__(cls, a, b):
-        if isinstance(a, IterVar):
-            a = a.var
-        if isinstance(b, IterVar):
-            b = b.var
-        if not isinstance(b, PrimExpr | int | float | bool):
-            return NotImplemented
-        a, b = _match(a, b)
-        node = object.__new__(NE)
-        NE.__init__(node, a, b)
-        return node
-
-
-def _eq_bool(self):
-    return self.a is self.b
-
-
-def _ne_bool(self):
-    return self.a is not self.b
-
-
-EQ.__bool__ = _eq_bool  # ``if x == y`` compares identity, as in TVM
-NE.__bool__ = _ne_bool
+    if not isinstance(b, PrimExpr | int | float | bool):
+        return NotImplemented
+    return cls(*_op.match_types(a, b))

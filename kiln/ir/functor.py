@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .expr import CommReducer, IterVar, Node, PrimExpr, Var
+from .stmt import Allocate, AttrStmt, For, LetStmt
 
 # Fields the generic traversal does not descend into: they name things, they do not hold IR.
 _OPAQUE = (IterVar, CommReducer)
@@ -144,6 +145,24 @@ def collect_vars(node) -> set[Var]:
 
     post_order_visit(node, f)
     return found
+
+
+def defined_vars(stmt) -> set[Var]:
+    """Variables a statement defines itself: loop variables, lets, allocations, threads."""
+    out: set[Var] = set()
+
+    def visit(n):
+        if isinstance(n, For):
+            out.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            out.add(n.var)
+        elif isinstance(n, Allocate):
+            out.add(n.buffer_var)
+        elif isinstance(n, AttrStmt) and n.attr_key == "thread_extent":
+            out.add(n.node.var)
+
+    post_order_visit(stmt, visit)
+    return out
 
 
 def uses_var(node, pred: Callable[[Var], bool]) -> bool:

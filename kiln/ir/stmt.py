@@ -10,7 +10,8 @@ from __future__ import annotations
 from enum import Enum
 
 from . import dtype as dt
-from .expr import Node, PrimExpr, Var, convert
+from .expr import Node, PrimExpr, Var
+from .op import convert
 
 
 class Stmt(Node):

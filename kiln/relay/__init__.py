@@ -8,15 +8,16 @@ fused group of operators with kiln.topi, and run it with the graph executor.
     m.set_input("input", x); m.run(); y = m.get_output(0).numpy()
 """
 
-from . import frontend, transform
-from .build_module import PassContext, build, build_config, optimize
-from .executor import (
+from kiln.runtime.graph_executor import (
     GraphExecutorFactoryModule,
     GraphModule,
     load_module,
     load_param_dict,
     save_param_dict,
 )
+
+from . import frontend, transform
+from .build_module import PassContext, build, build_config, optimize
 from .graph import Graph, Module, Node
 
 __all__ = ["frontend", "transform", "build", "build_config", "PassContext", "optimize",

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.target import current_cpu
 from kiln.topi.nn.winograd import winograd_tile, winograd_weight_transform
 
 from .graph import Graph, Node, call, const
@@ -51,7 +52,7 @@ BINARY = {"add", "subtract", "multiply", "divide"}
 POOLS = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"}
 
 #: the preferred channel block; None: one SIMD register of float32 of the CPU the graph is
-#: built for (16 with AVX-512, 8 with AVX2, 4 otherwise; ``topi.x86`` ``vector_bytes``)
+#: built for (16 with AVX-512, 8 with AVX2, 4 otherwise; ``kiln.target.current_cpu``)
 BLOCK: int | None = None
 
 
@@ -59,9 +60,7 @@ def preferred_block() -> int:
     """The channel block the packed kernels are built around: one vector of float32."""
     if BLOCK:
         return BLOCK
-    from kiln.topi.x86._common import vector_bytes
-
-    return max(4, vector_bytes() // 4)
+    return max(4, current_cpu().vector_lanes(4))  # 4: the bytes of a float32
 
 
 def channel_block(c: int, block: int | None = None) -> int:

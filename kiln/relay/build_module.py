@@ -1,46 +1,24 @@
-"""``relay.build``: graph passes, one kernel per fused group (topi compute + x86 schedule),
-all kernels compiled into one library, and a static execution plan for the graph executor."""
+"""``relay.build``: graph passes (:func:`optimize_and_fuse`, the front half, which
+``autotvm.task.extract_from_program`` shares), one kernel per fused group (its compute and
+schedule chosen by the op strategy, :mod:`.strategy`), all kernels compiled into one
+library, and a static execution plan for the graph executor."""
 
 from __future__ import annotations
 
 import re
 import time
-import warnings
 
-from kiln import te, topi
 from kiln.driver.build import build as kiln_build
-from kiln.driver.lower import schedule_to_primfunc
 from kiln.ir.stmt import IRModule
+from kiln.ir.transform import PassContext
+from kiln.runtime.graph_executor import GraphExecutorFactoryModule
 from kiln.target import Target
 
 from . import transform as T
 from .alter_layout import alter_op_layout
-from .executor import GraphExecutorFactoryModule
+from .execution_plan import execution_plan
 from .graph import Graph, Module
-from .op import OPS
-
-
-class PassContext:
-    """``with relay.build_config(opt_level=3):`` / ``with tvm.transform.PassContext(...)``."""
-
-    _stack: list[PassContext] = []
-
-    def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None,
-                 config=None, **_ignored) -> None:
-        self.opt_level = int(opt_level)
-        self.disabled_pass = set(disabled_pass or ())
-        self.config = dict(config or {})
-
-    def __enter__(self) -> PassContext:
-        PassContext._stack.append(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        PassContext._stack.pop()
-
-    @staticmethod
-    def current() -> PassContext:
-        return PassContext._stack[-1] if PassContext._stack else PassContext(opt_level=3)
+from .strategy import Implementation, select_implementation
 
 
 def build_config(opt_level: int = 2, **kw) -> PassContext:
@@ -58,44 +36,24 @@ def optimize(mod, params=None, opt_level: int = 3) -> Graph:
     return g
 
 
-def _kernel(group: T.Group, name: str, target: Target):
-    """Lower one fused group: placeholders for its external inputs, the topi computes of its
-    nodes, the x86 schedule of its anchor (elementwise tails computed inline)."""
-    inside = {n.uid for n in group.nodes}
-    ext, tens = [], {}
-    for n in group.nodes:
-        for i in n.inputs:
-            if i.uid not in inside and i.uid not in tens:
-                tens[i.uid] = te.placeholder(i.shape, dtype=i.dtype, name=f"p{len(ext)}")
-                ext.append(i)
-        tens[n.uid] = OPS[n.op][0]([tens[i.uid] for i in n.inputs], n.attrs)
-    out = tens[group.output.uid]
-    args = [tens[i.uid] for i in ext] + [out]
-    try:
-        # autotvm hook: a tuned config of the group's anchor (apply_history_best), if any
-        tuned = _autotvm_schedule(group, [out], target)
-        if tuned is not None:
-            s, group.tuned = tuned
-        else:
-            s = topi.x86.schedule_auto([out]) if target.is_cpu else \
-                topi.generic.schedule_auto([out])
-        func = schedule_to_primfunc(s, args, name)
-    except Exception as e:  # a slower but correct default schedule
-        warnings.warn(f"relay.build: x86 schedule failed for {group.describe()} ({e}); "
-                      f"using the default schedule", stacklevel=2)
-        s = topi.generic.schedule_auto([out])
-        func = schedule_to_primfunc(s, args, name)
-    return func, ext
+def optimize_and_fuse(mod, params, target: Target) -> tuple[Graph, list[T.Group]]:
+    """The front half of ``relay.build``, under the current ``PassContext``: the graph passes
+    (:func:`optimize`), the layout pass at ``opt_level`` 3 (unless ``AlterOpLayout`` is
+    disabled) and fusion (none at ``opt_level`` 0), the layout pass sizing its blocks by
+    ``target``'s vectors. Returns the optimized graph and its fused groups in run order:
+    one group per kernel ``relay.build`` compiles."""
+    ctx = PassContext.current()
+    g = optimize(mod, params, ctx.opt_level)
+    with target:
+        if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
+            g = alter_op_layout(g)
+        return g, T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
 
 
-def _autotvm_schedule(group, outs, target):
-    """``(schedule, label)`` when autotvm has a tuned config for ``group`` under the current
-    dispatch context (kiln/autotvm/task/relay_integration.py), else None."""
-    if not target.is_cpu:
-        return None
-    from kiln.autotvm.task.relay_integration import schedule_group
-
-    return schedule_group(group, outs, str(target))
+def _kernel_name(k: int, group: T.Group) -> str:
+    """``kiln_conv2d_NCHWc_add_relu_3``: the group's distinct operators and its index."""
+    ops = "_".join(dict.fromkeys(T.op_label(n) for n in group.nodes))
+    return "kiln_" + re.sub(r"[^A-Za-z0-9_]", "_", ops) + f"_{k}"
 
 
 def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "default",
@@ -106,34 +64,30 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
     tgt = Target(target if target is not None else "llvm")
     if not tgt.is_cpu:
         raise NotImplementedError("relay.build: only CPU targets (llvm/c) are supported yet")
-    ctx = PassContext.current()
-    g = optimize(mod, params, ctx.opt_level)
-    with tgt:  # the layout pass and the schedules size blocks by the target CPU's vectors
-        if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
-            g = alter_op_layout(g)
-        groups = T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
-        funcs, kernels = {}, []
-        for k, grp in enumerate(groups):
-            name = "kiln_" + re.sub(r"[^A-Za-z0-9_]", "_", "_".join(
-                dict.fromkeys(T.op_label(n) for n in grp.nodes))) + f"_{k}"
-            func, ext = _kernel(grp, name, tgt)
-            funcs[name] = func
-            kernels.append((name, ext, grp.output))
+    g, groups = optimize_and_fuse(mod, params, tgt)
+    with tgt:  # the schedules size their blocks by the target CPU's vectors
+        impls = [select_implementation(grp, _kernel_name(k, grp), tgt)
+                 for k, grp in enumerate(groups)]
     assign, sizes, naive = T.plan_memory(groups, g)
+    funcs = {impl.func.name: impl.func for impl in impls}
     lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
-    factory = GraphExecutorFactoryModule.from_plan(g, kernels, assign, sizes, lib, mod_name)
-    factory.summary = _summary(groups, sizes, naive, g)
+    kernels = [(impl.func.name, impl.inputs, impl.group.output) for impl in impls]
+    plan, consts = execution_plan(g, kernels, assign, sizes, mod_name)
+    factory = GraphExecutorFactoryModule(plan, lib, consts)
+    factory.summary = _summary(impls, sizes, naive, g)
     factory.build_seconds = time.perf_counter() - t0
     if verbose:
         print(factory.summary)
     return factory
 
 
-def _summary(groups, sizes, naive, g) -> str:
+def _summary(impls: list[Implementation], sizes, naive, g) -> str:
+    groups = [impl.group for impl in impls]
     lines = [f"{len(groups)} kernels from {sum(len(x.nodes) for x in groups)} operators:"]
-    for k, grp in enumerate(groups):
+    for k, impl in enumerate(impls):
+        grp = impl.group
         lay = f" {grp.output.layout}" if grp.output.layout else ""
-        tuned = f"  (autotvm: {grp.tuned})" if getattr(grp, "tuned", None) else ""
+        tuned = f"  (autotvm: {impl.tuned})" if impl.tuned else ""
         lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}{lay}{tuned}")
     outb = sum(o.nbytes for o in g.outputs)
     lines.append(f"memory plan: {len(sizes)} intermediate buffers, {sum(sizes)} bytes planned "

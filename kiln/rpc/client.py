@@ -518,7 +518,7 @@ class RemoteModule:
 
 class RemoteGraphModule:
     """A graph executor running on an RPC server (``remote_mod["default"](remote.cpu())``):
-    ``set_input`` / ``run`` / ``get_output`` as :class:`kiln.relay.executor.GraphModule`.
+    ``set_input`` / ``run`` / ``get_output`` as :class:`kiln.runtime.graph_executor.GraphModule`.
     Inputs and parameters may be local (numpy, NDArray: they are uploaded) or remote."""
 
     def __init__(self, factory: RemoteModule, name: str, dev: Device | None,

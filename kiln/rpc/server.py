@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TVMError
+from ..runtime import graph_executor
 from ..runtime import ndarray as _nd
 from ..runtime.device import Device
 from ..runtime.module import Module, load_module
@@ -179,10 +180,8 @@ class SessionHandler:
     def _op_load_module(self, h, blobs) -> Reply:
         path = self._existing(h["name"])
         if _is_graph_archive(path):
-            from ..relay.executor import load_module as load_graph
-
-            factory = load_graph(path)
-            if factory.lib is not None:  # relay extracts the archive to a folder of its own
+            factory = graph_executor.load_module(path)
+            if factory.lib is not None:  # load_module extracts the archive to a folder of its own
                 self._extra_dirs.append(os.path.dirname(factory.lib.library_path))
             funcs = [factory.plan.get("mod_name", "default")]
             return {"handle": self._put(factory), "kind": "graph_factory", "entry": None,
@@ -255,21 +254,17 @@ class SessionHandler:
         return {"value": getattr(self._device(h["dev"]), h["name"])}, []
 
     # ---- graph executor ----------------------------------------------------------------
-    def _graph(self, h: Any) -> Any:
-        from ..relay.executor import GraphModule
-
-        return self._get(h, GraphModule)
+    def _graph(self, h: Any) -> graph_executor.GraphModule:
+        return self._get(h, graph_executor.GraphModule)
 
     def _op_graph_create(self, h, blobs) -> Reply:
-        from ..relay.executor import GraphExecutorFactoryModule, GraphModule
-
-        factory = self._get(h["mod"], GraphExecutorFactoryModule)
+        factory = self._get(h["mod"], graph_executor.GraphExecutorFactoryModule)
         if h.get("func", "default") != factory.plan.get("mod_name", "default"):
             raise TVMError(f"graph module has no function {h.get('func')!r}")
         if "graph_json" in h and json.loads(h["graph_json"]) != factory.plan:
             raise TVMError("the graph JSON given to graph_runtime.create is not the one of the "
                            "uploaded archive; upload the archive of the same relay.build")
-        gm = GraphModule(factory, self._device(h["dev"]))
+        gm = graph_executor.GraphModule(factory, self._device(h["dev"]))
         return {"handle": self._put(gm), "num_outputs": gm.get_num_outputs(),
                 "inputs": list(factory.plan.get("inputs", []))}, []
 

@@ -4,7 +4,8 @@
 are cached on disk under ``$KILN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/kiln`` or
 ``~/.cache/kiln``), keyed by the source, the compiler (path and ``--version``) and the flags;
 files are written under temporary names and renamed into place, so concurrent processes
-can share the cache.
+can share the cache. Which compiler runs, and the ``-march`` a target selects, are the
+target's facts (``kiln.target.cc``, ``kiln.target.cpu``).
 """
 
 from __future__ import annotations
@@ -14,22 +15,20 @@ import hashlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import CompileError
+from ..target.cc import compiler_command, find_compiler
+from ..target.cpu import host_cpu_id
 
 __all__ = [
     "DEFAULT_FLAGS",
     "cache_dir",
     "find_compiler",
     "compiler_version",
-    "host_simd",
-    "HostSIMD",
     "build_flags",
     "compile_shared",
     "compile_asm",
@@ -47,7 +46,6 @@ DEFAULT_FLAGS: tuple[str, ...] = (
 )
 # Flags dropped (with a retry) when the compiler turns out not to support them.
 _OPTIONAL_FLAGS = ("-fopenmp", "-march=native")
-_CANDIDATES = ("gcc", "cc", "clang")
 _MAX_QUOTED_LINES = 20
 
 
@@ -64,38 +62,6 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "kiln"
-
-
-@functools.cache
-def _resolve_command(cc_env: str | None, path_env: str | None) -> tuple[str, ...]:
-    if cc_env is not None and cc_env.strip():
-        words = shlex.split(cc_env)
-        exe = shutil.which(words[0], path=path_env)
-        if exe is None:
-            raise CompileError(
-                f"No C compiler was found: CC={cc_env!r} is not an executable program. "
-                "Set the CC environment variable to an installed C compiler, e.g. CC=gcc"
-            )
-        return (exe, *words[1:])
-    for name in _CANDIDATES:
-        exe = shutil.which(name, path=path_env)
-        if exe is not None:
-            return (exe,)
-    raise CompileError(
-        "No C compiler was found (looked for gcc, cc and clang on PATH). Install one, or set "
-        "the CC environment variable to a C compiler, e.g. CC=gcc"
-    )
-
-
-def _compiler_command() -> tuple[str, ...]:
-    """The compiler command: its absolute path plus any extra words from $CC."""
-    return _resolve_command(os.environ.get("CC"), os.environ.get("PATH"))
-
-
-def find_compiler() -> str:
-    """Absolute path of the C compiler: ``$CC`` if set, else the first of gcc, cc, clang on
-    PATH. Raises CompileError when there is none."""
-    return _compiler_command()[0]
 
 
 @functools.cache
@@ -131,31 +97,13 @@ def build_flags(extra: list[str] | tuple[str, ...] | None = None) -> list[str]:
     return flags + extra
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_id() -> str:
-    """Text identifying this CPU, so ``-march=native`` builds are not shared across CPUs."""
-    lines: list[str] = []
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                if line.startswith(("vendor_id", "model name", "flags", "Features", "CPU part")):
-                    lines.append(line.strip())
-    except OSError:
-        import platform
-
-        lines.append(platform.machine() + " " + platform.processor())
-    return "\n".join(lines)
-
-
 def _cache_key(source: str, command: tuple[str, ...], flags: list[str]) -> str:
     h = hashlib.sha256()
     for part in (source, "\0".join(command), compiler_version(command), "\0".join(flags)):
         h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0\1\0")
     if "-march=native" in flags:
-        h.update(_cpu_id().encode())
+        h.update(host_cpu_id().encode())
     return h.hexdigest()
 
 
@@ -263,43 +211,6 @@ def _workaround_flags(command: tuple[str, ...]) -> list[str]:
     return flags
 
 
-class HostSIMD(NamedTuple):
-    """The vector unit that ``-march=native`` builds target on this machine."""
-
-    isa: str  # "avx512", "avx2", "avx", "neon", "sse2" or "generic"
-    vector_bytes: int  # bytes of one vector register
-    registers: int  # architectural vector registers
-
-
-#: (predefined macro, ISA, vector bytes, vector registers), widest first
-_SIMD_MACROS = (("__AVX512F__", "avx512", 64, 32), ("__AVX2__", "avx2", 32, 16),
-                ("__AVX__", "avx", 32, 16), ("__aarch64__", "neon", 16, 32),
-                ("__SSE2__", "sse2", 16, 16))
-
-
-@functools.cache
-def host_simd() -> HostSIMD:
-    """The widest vector ISA the C compiler enables with ``-march=native`` here, read from
-    its predefined macros (so it is what kiln's builds really use). ``KILN_VECTOR_BYTES``
-    (16, 32 or 64) overrides it; without a working compiler: 16-byte vectors."""
-    env = os.environ.get("KILN_VECTOR_BYTES", "")
-    if env:
-        for _, isa, nbytes, regs in _SIMD_MACROS:
-            if str(nbytes) == env.strip():
-                return HostSIMD(isa, nbytes, regs)
-        raise ValueError(f"KILN_VECTOR_BYTES must be 16, 32 or 64, got {env!r}")
-    try:
-        res = subprocess.run([*_compiler_command(), "-march=native", "-dM", "-E", "-x", "c",
-                              os.devnull], capture_output=True, text=True, timeout=60)
-        macros = set(re.findall(r"#define (\w+)", res.stdout))
-    except (OSError, subprocess.SubprocessError, CompileError):
-        macros = set()
-    for macro, isa, nbytes, regs in _SIMD_MACROS:
-        if macro in macros:
-            return HostSIMD(isa, nbytes, regs)
-    return HostSIMD("generic", 16, 16)
-
-
 def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "lib") -> str:
     """Compile C ``source`` into a shared library and return its path.
 
@@ -307,7 +218,7 @@ def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "
     disk; a cache hit runs no compiler. Raises CompileError when no compiler is found or
     the compiler rejects the source (the message quotes the offending source lines).
     """
-    command = _compiler_command()
+    command = compiler_command()
     all_flags = build_flags(flags) + _workaround_flags(command)
     key = _cache_key(source, command, all_flags)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "lib"
@@ -345,7 +256,7 @@ def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "
 
 def compile_asm(source: str, *, flags: list[str] | None = None) -> str:
     """The assembly the compiler generates for ``source`` (not cached)."""
-    command = _compiler_command()
+    command = compiler_command()
     used = [f for f in build_flags(flags) if f not in ("-shared",)]
     with tempfile.TemporaryDirectory(prefix="kiln-asm-") as d:
         src = Path(d) / "module.c"

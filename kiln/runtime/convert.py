@@ -12,7 +12,7 @@ def convert(value: Any) -> Any:
     ``FloatImm`` float32 / ``bool``), lists and tuples are converted element-wise (a list),
     dicts value-wise; IR nodes, tensors and strings are returned as they are."""
     from kiln.ir.expr import PrimExpr
-    from kiln.tir.op import const
+    from kiln.ir.op import const
 
     if isinstance(value, bool):
         return const(value, "bool")

@@ -6,22 +6,8 @@ import inspect
 from collections.abc import Callable
 
 from kiln.ir import dtype as dt
-from kiln.ir.expr import (
-    CommReducer,
-    IterVar,
-    PrimExpr,
-    Range,
-    Reduce,
-    SizeVar,
-    Var,
-    _match,
-    convert,
-    emax,
-    emin,
-    make_const,
-    max_value,
-    min_value,
-)
+from kiln.ir.expr import CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var
+from kiln.ir.op import convert, emax, emin, make_const, match_types, max_value, min_value
 
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -127,7 +113,7 @@ class _Reducer:
     def __call__(self, expr, axis=None, where=None, init=None, *args):
         if axis is not None and not isinstance(axis, IterVar | list | tuple):
             # two expressions: the elementwise combination (te.max(a, b))
-            a, b = _match(expr, axis)
+            a, b = match_types(expr, axis)
             return self.fcombine(a, b)
         if axis is None:
             raise ValueError(f"{self.name}: missing the reduction axis (axis=...)")

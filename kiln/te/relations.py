@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range, floordiv, floormod
+from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range
+from kiln.ir.op import floordiv, floormod
 
 from .schedule import Fuse, Split, Stage
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kiln.errors import ScheduleError
-from kiln.ir.expr import IterVar, PrimExpr, Range, Var, convert
+from kiln.ir.expr import IterVar, PrimExpr, Range, Var
+from kiln.ir.op import convert
 
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 

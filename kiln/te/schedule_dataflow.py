@@ -147,7 +147,8 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
              B[i] = sum(B.rf[k.inner.v, i], k.inner.v)
     """
     from kiln.arith import Analyzer
-    from kiln.ir.expr import Range, Reduce, logical_and
+    from kiln.ir.expr import Range, Reduce
+    from kiln.ir.op import logical_and
 
     from .relations import pass_down, pass_up
 

@@ -12,18 +12,9 @@ from __future__ import annotations
 
 from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
-from kiln.ir.expr import (
-    Call,
-    IntImm,
-    IterVar,
-    PrimExpr,
-    ProducerLoad,
-    Range,
-    Reduce,
-    Var,
-    logical_and,
-)
+from kiln.ir.expr import Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var
 from kiln.ir.functor import substitute
+from kiln.ir.op import logical_and
 from kiln.ir.stmt import (
     AttrStmt,
     For,
@@ -204,7 +195,7 @@ def _bounds_to_check(iv: IterVar, r: Range):
 
 
 def _cast_like(v: PrimExpr, dtype: str) -> PrimExpr:
-    from kiln.ir.expr import cast
+    from kiln.ir.op import cast
 
     return v if v.dtype == dtype else cast(v, dt.normalize(dtype))
 

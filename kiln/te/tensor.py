@@ -8,7 +8,8 @@ how each output element is computed. A Tensor is one output of an operation; ind
 from __future__ import annotations
 
 from kiln.ir import dtype as dt
-from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Reduce, Var, convert
+from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Reduce, Var
+from kiln.ir.op import convert
 
 
 class Operation:

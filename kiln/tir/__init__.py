@@ -55,6 +55,7 @@ from kiln.ir.stmt import (
     decl_buffer,
 )
 
+from . import transform
 from .op import *  # noqa: F403
 from .op import __all__ as _op_all
 
@@ -64,5 +65,5 @@ __all__ = list(_op_all) + [
     "Max", "Min", "Mod", "Mul", "Not", "Or", "PrimExpr", "ProducerLoad", "Ramp", "Reduce",
     "Select", "SizeVar", "StringImm", "Sub", "Var", "Allocate", "AssertStmt", "AttrStmt",
     "Buffer", "Evaluate", "For", "ForKind", "IfThenElse", "LetStmt", "PrimFunc",
-    "ProducerRealize", "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer",
+    "ProducerRealize", "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "transform",
 ]

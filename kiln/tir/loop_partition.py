@@ -19,6 +19,7 @@ from __future__ import annotations
 from kiln.arith import Analyzer, IntervalSet, eval_interval
 from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, collect_vars, rebuild, substitute
+from kiln.ir.op import emax, emin, floordiv
 from kiln.ir.stmt import For, IfThenElse, seq
 
 
@@ -75,12 +76,12 @@ def _split_point(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer):
         if not (isinstance(a, E.IntImm) and a.value > 0):
             return None
         b = an.simplify(substitute(hi, {v: E.IntImm(v.dtype, 0)}))
-        points.append(an.simplify(E.floordiv(a - 1 - b, a)))
+        points.append(an.simplify(floordiv(a - 1 - b, a)))
     if not points:
         return None
     p = points[0]
     for q in points[1:]:
-        p = E.emin(p, q)
+        p = emin(p, q)
     return p
 
 
@@ -112,7 +113,7 @@ class _Partition(Mutator):
             p = _split_point(cond, node.loop_var, inner, self.an)
             if p is None:
                 continue
-            p = self.an.simplify(E.emax(E.emin(p, node.extent), E.IntImm(p.dtype, 0)))
+            p = self.an.simplify(emax(emin(p, node.extent), E.IntImm(p.dtype, 0)))
             if isinstance(p, E.IntImm) and (p.value == 0 or self.an.can_prove(
                     node.extent <= p)):
                 continue

@@ -8,12 +8,9 @@ fold a list of conditions, math functions keep their argument's float dtype.
 from __future__ import annotations
 
 from kiln.ir import dtype as dt
-from kiln.ir.expr import (
-    Call,
-    IntImm,
-    PrimExpr,
-    Select,
-    _match,
+from kiln.ir.expr import Call, IntImm, PrimExpr, Select
+from kiln.ir.op import (
+    call_intrin,
     cast,
     const,
     convert,
@@ -26,6 +23,7 @@ from kiln.ir.expr import (
     logical_not,
     logical_or,
     make_const,
+    match_types,
     max_value,
     min_value,
     truncmod,
@@ -46,7 +44,7 @@ def if_then_else(cond, t, f) -> PrimExpr:
     cond = convert(cond)
     if not dt.is_bool(cond.dtype):
         cond = cond != make_const(0, cond.dtype)
-    t, f = _match(t, f)
+    t, f = match_types(t, f)
     if isinstance(cond, IntImm):
         return t if cond.value else f
     return Call(t.dtype, "tvm_if_then_else", [cond, t, f])
@@ -131,7 +129,7 @@ def abs(x) -> PrimExpr:  # noqa: A001
 
 def power(x, y) -> PrimExpr:
     """``x ** y`` on floats."""
-    x, y = _match(_float_arg(x), y)
+    x, y = match_types(_float_arg(x), y)
     return Call(x.dtype, "pow", [x, y])
 
 
@@ -139,7 +137,7 @@ pow = power  # noqa: A001
 
 
 def fmod(x, y) -> PrimExpr:
-    x, y = _match(_float_arg(x), y)
+    x, y = match_types(_float_arg(x), y)
     return Call(x.dtype, "fmod", [x, y])
 
 
@@ -174,10 +172,6 @@ def min(a, b) -> PrimExpr:  # noqa: A001
 
 def max(a, b) -> PrimExpr:  # noqa: A001
     return emax(a, b)
-
-
-def call_intrin(dtype: str, name: str, *args) -> PrimExpr:
-    return Call(dtype, name, [convert(a) for a in args])
 
 
 def call_pure_extern(dtype: str, name: str, *args) -> PrimExpr:

@@ -29,6 +29,7 @@ from kiln.arith import Analyzer, IntervalSet, simplify_stmt
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir.functor import collect_vars, post_order_visit, rebuild, substitute
+from kiln.ir.op import emax, emin, floordiv
 from kiln.ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
 
 from .loop_partition import _conjuncts
@@ -106,9 +107,9 @@ def _holding_range(c, v: E.Var, inner: dict, local: set, an: Analyzer):
     if not an.can_prove_equal(hi, a * v + b):
         return None
     if a.value > 0:  # a*v + b <= -1  <=>  v < floor((-1 - b) / a) + 1
-        return "lt", an.simplify(E.floordiv(a - 1 - b, a))
+        return "lt", an.simplify(floordiv(a - 1 - b, a))
     k = -a.value  # -k*v + b <= -1  <=>  v >= ceil((b + 1) / k)
-    return "ge", an.simplify(E.floordiv(b + k, E.IntImm(v.dtype, k)))
+    return "ge", an.simplify(floordiv(b + k, E.IntImm(v.dtype, k)))
 
 
 def _local_vars(body) -> set:
@@ -174,12 +175,12 @@ class _Partitioner:
         start, end = node.min, an.simplify(node.min + node.extent)
         lo = start
         for q in lows:
-            lo = E.emax(lo, q)
-        lo = an.simplify(E.emin(lo, end))
+            lo = emax(lo, q)
+        lo = an.simplify(emin(lo, end))
         hi = end
         for p in highs:
-            hi = E.emin(hi, p)
-        hi = an.simplify(E.emax(hi, lo))
+            hi = emin(hi, p)
+        hi = an.simplify(emax(hi, lo))
         cut_lo = not an.can_prove(lo <= start)
         cut_hi = not an.can_prove(hi >= end)
         if not (cut_lo or cut_hi):

@@ -7,14 +7,12 @@ branches and global-memory workspaces around the launches, where each kernel is 
 ``Evaluate(Call("int32", "kiln_launch", [StringImm(kernel name)]))``. A host program may not
 touch memory itself (``did you forget to bind?``).
 
-Each kernel's body is prepared for CUDA code generation:
-
-1. thread bindings are unified (``kiln.tir.thread_binding``; idempotent after ``lower``);
-   virtual threads are gone already (``kiln.tir.inject_virtual_thread`` in ``lower``);
-2. vector stores (``ramp``/``x4(..)`` from ``vectorize``) become unrolled scalar lane loops;
-3. storage synchronisation: ``__syncthreads()`` after every ``produce`` that writes shared
-   memory, and before it when the produce sits in a loop (the next iteration overwrites what
-   other threads may still read).
+Each kernel's thread bindings are unified (``kiln.tir.thread_binding``; idempotent after
+``lower``); virtual threads are gone already (``kiln.tir.inject_virtual_thread`` in ``lower``).
+The launch dimensions and static shared memory are checked against CUDA's limits. The CUDA
+backend's device passes (``kiln.driver.pipeline``) then rewrite each kernel body
+(``scalarize_vector_stores``, ``insert_storage_sync``); they change neither its parameters nor
+its memory.
 
 The kernel's parameters are its free variables: buffers (argument tensors and host
 workspaces, read-only ones marked) first, then scalars.
@@ -34,7 +32,6 @@ from kiln.ir.printer import expr_text
 from .thread_binding import _unify_kernel, is_thread_attr, is_virtual_tag, thread_tag
 
 LAUNCH = "kiln_launch"
-STORAGE_SYNC = "tvm_storage_sync"
 
 # CUDA's fixed limits (compute capability >= 3.0); the device's are checked at launch
 MAX_THREADS_PER_BLOCK = 1024
@@ -152,8 +149,6 @@ def make_kernel(root: S.AttrStmt, name: str, buffer_dtypes: dict[E.Var, str],
                 func: S.PrimFunc) -> Kernel:
     body = _unify_kernel(root)
     thread_vars, extents = _thread_extents(body, name)
-    body = _Scalarizer().visit(body)
-    body = insert_storage_sync(body)
     grid = [extents.get(f"blockIdx.{d}", E.IntImm("int32", 1)) for d in "xyz"]
     block = [extents.get(f"threadIdx.{d}", E.IntImm("int32", 1)) for d in "xyz"]
     _check_launch_dims(name, grid, block)
@@ -304,102 +299,3 @@ def _kernel_params(body, thread_vars, buffer_dtypes, func) -> list[KernelParam]:
     for v in sorted(scalars, key=scalar_key):
         params.append(KernelParam(v, "scalar", v.dtype))
     return params
-
-
-# ---- vector stores → scalar lane loops ---------------------------------------------------
-def _scalar(e: E.PrimExpr, lane: E.Var) -> E.PrimExpr:
-    if dt.lanes(e.dtype) == 1:
-        return e
-    if isinstance(e, E.Ramp):
-        return e.base + lane * e.stride
-    if isinstance(e, E.Broadcast):
-        return e.value
-    if isinstance(e, E.Load):
-        return E.Load(dt.element_of(e.dtype), e.buffer_var, _scalar(e.index, lane))
-    if isinstance(e, E.Cast):
-        return E.Cast(dt.element_of(e.dtype), _scalar(e.value, lane))
-    if isinstance(e, E.CmpOp):
-        return type(e)(_scalar(e.a, lane), _scalar(e.b, lane))
-    if isinstance(e, E.BinaryOp):
-        return type(e)(_scalar(e.a, lane), _scalar(e.b, lane), dt.element_of(e.dtype))
-    if isinstance(e, E.Not):
-        return E.Not(_scalar(e.a, lane))
-    if isinstance(e, E.Select):
-        return E.Select(_scalar(e.condition, lane), _scalar(e.true_value, lane),
-                        _scalar(e.false_value, lane))
-    if isinstance(e, E.Call):
-        return E.Call(dt.element_of(e.dtype), e.op, [_scalar(a, lane) for a in e.args])
-    if isinstance(e, E.Let):
-        return E.Let(e.var, _scalar(e.value, lane), _scalar(e.body, lane))
-    raise NotImplementedError(f"CUDA codegen: cannot scalarize vector {type(e).__name__}")
-
-
-class _Scalarizer(Mutator):
-    def visit_Store(self, s: S.Store):
-        lanes = dt.lanes(s.value.dtype)
-        if lanes == 1 and dt.lanes(s.index.dtype) == 1:
-            return s
-        lanes = max(lanes, dt.lanes(s.index.dtype))
-        lane = E.Var("lane", "int32")
-        store = S.Store(s.buffer_var, _scalar(s.value, lane), _scalar(s.index, lane))
-        return S.For(lane, 0, lanes, S.ForKind.UNROLLED, store)
-
-
-# ---- storage synchronisation ---------------------------------------------------------------
-def sync_stmt() -> S.Stmt:
-    return S.Evaluate(E.Call("int32", STORAGE_SYNC, [E.StringImm("shared")]))
-
-
-def _writes_directly(stmt, buffers: set[E.Var]) -> bool:
-    """Does ``stmt`` store to ``buffers`` outside the produce regions nested in it?"""
-    found = []
-
-    class V(Visitor):
-        def visit_Store(self, s):
-            if s.buffer_var in buffers:
-                found.append(s)
-            self.generic_visit(s)
-
-        def visit_AttrStmt(self, s):
-            if s.attr_key != "produce":
-                self.generic_visit(s)
-
-    V().visit(stmt)
-    return bool(found)
-
-
-class _SyncInserter(Mutator):
-    def __init__(self, shared: set[E.Var]):
-        super().__init__()
-        self.shared = shared
-        self.loops = 0
-
-    def visit_For(self, s: S.For):
-        self.loops += 1
-        try:
-            return self.generic_visit(s)
-        finally:
-            self.loops -= 1
-
-    def visit_AttrStmt(self, s: S.AttrStmt):
-        new = self.generic_visit(s)
-        if s.attr_key == "produce" and _writes_directly(s.body, self.shared):
-            before = sync_stmt() if self.loops else None
-            return S.seq(before, new, sync_stmt())
-        return new
-
-
-def insert_storage_sync(body: S.Stmt) -> S.Stmt:
-    """``__syncthreads()`` around every produce that writes shared memory (module doc)."""
-    shared: set[E.Var] = set()
-
-    class V(Visitor):
-        def visit_Allocate(self, s):
-            if s.scope == "shared":
-                shared.add(s.buffer_var)
-            self.generic_visit(s)
-
-    V().visit(body)
-    if not shared:
-        return body
-    return _SyncInserter(shared).visit(body)

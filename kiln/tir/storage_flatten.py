@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from kiln.arith import Analyzer
 from kiln.errors import TVMError
-from kiln.ir.expr import IntImm, Load, PrimExpr, Var, convert, floordiv
+from kiln.ir.expr import IntImm, Load, PrimExpr, Var
 from kiln.ir.functor import Mutator
+from kiln.ir.op import convert, floordiv
 from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
 
 

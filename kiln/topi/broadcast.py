@@ -10,18 +10,11 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
-from kiln.ir.expr import (
-    PrimExpr,
-    _match,
-    convert,
-    div,
-    floordiv,
-    floormod,
-    truncmod,
-)
-from kiln.ir.expr import logical_and as _land
-from kiln.ir.expr import logical_not as _lnot
-from kiln.ir.expr import logical_or as _lor
+from kiln.ir.expr import PrimExpr
+from kiln.ir.op import convert, div, floordiv, floormod, match_types, truncmod
+from kiln.ir.op import logical_and as _land
+from kiln.ir.op import logical_not as _lnot
+from kiln.ir.op import logical_or as _lor
 from kiln.ir.structural import structural_equal
 from kiln.te.tensor import Tensor
 
@@ -81,13 +74,13 @@ def _binary(name: str, fexpr, doc: str):
     def op(lhs, rhs):
         lt, rt = isinstance(lhs, Tensor), isinstance(rhs, Tensor)
         if not lt and not rt:
-            a, b = _match(lhs, rhs)
+            a, b = match_types(lhs, rhs)
             return fexpr(a, b)
         if lt and not rt:
-            return te.compute(lhs.shape, lambda *i: fexpr(*_match(lhs(*i), rhs)),
+            return te.compute(lhs.shape, lambda *i: fexpr(*match_types(lhs(*i), rhs)),
                               name=f"T_{name}", tag=tag.ELEMWISE)
         if rt and not lt:
-            return te.compute(rhs.shape, lambda *i: fexpr(*_match(lhs, rhs(*i))),
+            return te.compute(rhs.shape, lambda *i: fexpr(*match_types(lhs, rhs(*i))),
                               name=f"T_{name}", tag=tag.ELEMWISE)
         out_shape = broadcast_shape(lhs.shape, rhs.shape)
         same = (lhs.ndim == rhs.ndim == len(out_shape)
@@ -97,7 +90,7 @@ def _binary(name: str, fexpr, doc: str):
         def f(*i):
             a = lhs(*_broadcast_indices(lhs, out_shape, i))
             b = rhs(*_broadcast_indices(rhs, out_shape, i))
-            return fexpr(*_match(a, b))
+            return fexpr(*match_types(a, b))
 
         return te.compute(out_shape, f, name=f"T_{name}",
                           tag=tag.ELEMWISE if same else tag.BROADCAST)

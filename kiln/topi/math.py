@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
-from kiln.ir.expr import PrimExpr, Select, convert, make_const
-from kiln.ir.expr import cast as _cast
+from kiln.ir.expr import PrimExpr, Select
+from kiln.ir.op import cast as _cast
+from kiln.ir.op import convert, make_const
 from kiln.te.tensor import Tensor
 
 from . import tag

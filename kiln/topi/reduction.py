@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
-from kiln.ir.expr import Select, cast, make_const
+from kiln.ir.expr import Select
+from kiln.ir.op import cast, make_const
 from kiln.te.tensor import Tensor
 
 from . import tag

@@ -8,7 +8,7 @@ import re
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
-from kiln.ir.expr import convert, floordiv, floormod
+from kiln.ir.op import convert, floordiv, floormod
 from kiln.te.tensor import Tensor
 
 from . import tag

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kiln.ir.expr import IntImm, IterVar, PrimExpr, convert, floordiv, floormod
+from kiln.ir.expr import IntImm, IterVar, PrimExpr
+from kiln.ir.op import convert, floordiv, floormod
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 from . import tag as _tag

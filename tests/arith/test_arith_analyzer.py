@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kiln.arith import Analyzer, ConstIntBound, IntervalSet, const_int_bound
 from kiln.ir import expr as E
-from kiln.ir.expr import IntImm, Range, SizeVar, Var, emin, floordiv, floormod
+from kiln.ir.expr import IntImm, Range, SizeVar, Var
+from kiln.ir.op import emin, floordiv, floormod
 
 i, j, n, m, x, y = (Var(s) for s in ("i", "j", "n", "m", "x", "y"))
 

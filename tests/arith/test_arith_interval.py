@@ -8,7 +8,8 @@ from kiln.arith import Analyzer, IntervalSet, eval_interval, neg_inf, pos_inf
 from kiln.arith import intersect as iv_intersect
 from kiln.arith import union as iv_union
 from kiln.ir import expr as E
-from kiln.ir.expr import IntImm, Range, Var, emax, emin, floordiv, floormod
+from kiln.ir.expr import IntImm, Range, Var
+from kiln.ir.op import emax, emin, floordiv, floormod
 
 i, j, n, m, x, y = (Var(s) for s in ("i", "j", "n", "m", "x", "y"))
 

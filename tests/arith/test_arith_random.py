@@ -1,13 +1,14 @@
 """Randomized differential tests: simplification must not change any value, and every
-analysis (interval, constant bound, modular set) must contain every value."""
+analysis (interval, constant bound, modular set) must contain every value. The example budget
+is the Hypothesis profile's (tests/conftest.py; KILN_HYPOTHESIS_PROFILE=thorough for a long
+fuzzing run)."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import random
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from kiln.arith import Analyzer, evaluate
 from kiln.arith.interval import _Infinity
@@ -15,10 +16,6 @@ from kiln.ir import expr as E
 from kiln.ir.printer import expr_text
 
 from .arith_exprgen import bool_exprs, int_exprs
-
-# KILN_ARITH_EXAMPLES=5000 for a long fuzzing run
-SETTINGS = settings(max_examples=int(os.environ.get("KILN_ARITH_EXAMPLES", "150")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 
 # ---- scenario 1: constant ranges, exhaustive ------------------------------------------------
 X, Y, Z = E.Var("x"), E.Var("y"), E.Var("z")
@@ -57,7 +54,6 @@ def _check_equal(orig, simp, points):
                              f"  at {({v.name: k for v, k in env.items()})}: {got} != {want}")
 
 
-@SETTINGS
 @given(int_exprs([X, Y, Z], [Z, E.Add(Z, E.IntImm("int32", 1))]))
 def test_simplify_preserves_values_bound_vars(e):
     an = _bound_analyzer()
@@ -67,7 +63,6 @@ def test_simplify_preserves_values_bound_vars(e):
     _check_equal(e, again, POINTS)
 
 
-@SETTINGS
 @given(bool_exprs(int_exprs([X, Y, Z], [Z], max_leaves=6)))
 def test_simplify_preserves_conditions(e):
     an = _bound_analyzer()
@@ -76,7 +71,6 @@ def test_simplify_preserves_conditions(e):
         assert all(_value(e, env) in (1, "div0") for env in POINTS), expr_text(e)
 
 
-@SETTINGS
 @given(int_exprs([X, Y, Z], [Z]))
 def test_analyses_contain_every_value(e):
     an = _bound_analyzer()
@@ -109,14 +103,12 @@ def _sym_analyzer():
     return an
 
 
-@SETTINGS
 @given(int_exprs([N, I, W], [N, E.Add(N, E.IntImm("int32", 2))]))
 def test_simplify_preserves_values_symbolic_ranges(e):
     an = _sym_analyzer()
     _check_equal(e, an.simplify(e), SYM_POINTS)
 
 
-@SETTINGS
 @given(int_exprs([N, I, W], [N]))
 def test_symbolic_interval_contains_values(e):
     an = Analyzer()
@@ -140,20 +132,17 @@ ANY_POINTS = FREE_POINTS + [{A: -a, Bv: b - 20, C: -c} for a, b, c in
                             ((p[A], p[Bv], p[C]) for p in FREE_POINTS)]
 
 
-@SETTINGS
 @given(int_exprs([A, Bv, C], [E.Add(C, E.IntImm("int32", 1))]))
 def test_simplify_free_vars_nonneg(e):
     _check_equal(e, Analyzer().simplify(e), FREE_POINTS)
 
 
-@SETTINGS
 @given(int_exprs([A, Bv, C], []))
 def test_simplify_free_vars_any_sign(e):
     an = Analyzer(nonneg_free_vars=False)
     _check_equal(e, an.simplify(e), ANY_POINTS)
 
 
-@SETTINGS
 @given(bool_exprs(int_exprs([X, Y], [], max_leaves=3)), int_exprs([X, Y, Z], [Z], max_leaves=8))
 def test_constraints_are_respected(cond, e):
     """Inside ``constraint(cond)`` simplification must agree wherever cond holds."""

@@ -6,7 +6,8 @@ import pytest
 
 from kiln.arith import Analyzer, simplify
 from kiln.ir import expr as E
-from kiln.ir.expr import FloatImm, IntImm, Range, Var, emax, emin, floordiv, floormod
+from kiln.ir.expr import FloatImm, IntImm, Range, Var
+from kiln.ir.op import emax, emin, floordiv, floormod
 
 i, j, k, n, m, x, y = (Var(s) for s in ("i", "j", "k", "n", "m", "x", "y"))
 f = Var("f", "float32")

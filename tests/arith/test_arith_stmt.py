@@ -5,7 +5,8 @@ from __future__ import annotations
 from kiln.arith import Analyzer, simplify, simplify_stmt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
-from kiln.ir.expr import IntImm, IterVar, Range, Var, emin, floordiv, floormod
+from kiln.ir.expr import IntImm, IterVar, Range, Var
+from kiln.ir.op import emin, floordiv, floormod
 from kiln.ir.printer import to_text
 
 i, j, n, m, x = (Var(s) for s in ("i", "j", "n", "m", "x"))

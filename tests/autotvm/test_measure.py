@@ -27,6 +27,7 @@ def _measure(task, modes, **runner_kw):
         batch.close()
 
 
+@pytest.mark.slow
 def test_crash_hang_wrong_and_failures_are_recorded_per_candidate():
     task = autotvm.task.create("test_faulty", (32,), "llvm")
     modes = ["ok", "crash", "ok", "hang", "wrong", "raise", "no_lower", "ok"]
@@ -48,6 +49,7 @@ def test_crash_hang_wrong_and_failures_are_recorded_per_candidate():
             assert r.error_no == E.NO_ERROR and all(c > 0 for c in r.costs)
 
 
+@pytest.mark.slow
 def test_user_reference_and_build_timeout():
     task = autotvm.task.create("test_faulty", (16,), "llvm")
     option = autotvm.measure_option(
@@ -66,6 +68,7 @@ def test_user_reference_and_build_timeout():
     assert slow.error_no == MeasureErrorNo.BUILD_TIMEOUT
 
 
+@pytest.mark.slow
 def test_tuning_survives_broken_candidates(tmp_path):
     task = autotvm.task.create("test_faulty", (16,), "llvm")
     log = tmp_path / "faulty.log"

@@ -65,6 +65,20 @@ def test_extract_every_tunable_kind_and_filter_ops():
         TEMPLATES
 
 
+@pytest.mark.parametrize("target, block", [("llvm -mcpu=skylake-avx512", 16),
+                                           ("llvm -mcpu=haswell", 8)])
+def test_extract_sees_the_kernels_relay_build_compiles(target, block):
+    """Extraction runs relay.build's front half under the target: its channel blocks, and
+    one use per kernel relay.build compiles."""
+    mod, params = _import(testing.residual_block(c=32, hw=9))
+    tasks = autotvm.task.extract_from_program(mod, params, target)
+    assert {t.workload[1][1][-1] for t in tasks} == {block}  # data [N, C/b, H, W, b]
+    with relay.build_config(opt_level=3):
+        lib = relay.build(mod, target, params=params)
+    kernels = [line for line in lib.summary.splitlines() if "conv2d_NCHWc" in line]
+    assert sum(t.num_uses for t in tasks) == len(kernels) == 2
+
+
 def test_extract_errors():
     mod, params = _import(testing.conv_bias_relu())
     with pytest.raises(ValueError, match="no tunable template"):
@@ -169,6 +183,7 @@ def test_hand_config_index_is_the_fallback():
     assert str(kiln.lower(s1, args1)) == str(kiln.lower(s2, args2))
 
 
+@pytest.mark.slow
 def test_tune_graph_measures_the_hand_schedule_first(tmp_path):
     import io
 
@@ -198,6 +213,7 @@ def test_tune_graph_measures_the_hand_schedule_first(tmp_path):
         autotvm.tune_tasks(tasks, str(log), 1, tuner="annealing")
 
 
+@pytest.mark.slow
 def test_tune_tasks_with_history(tmp_path):
     """A second run given the first one's log skips the configs measured then (the hand
     config is measured again: it anchors the verification) and seeds the xgb model."""
@@ -224,6 +240,7 @@ def test_tune_tasks_with_history(tmp_path):
 
 
 # ---- kiln tune -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_tune(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     from kiln.cli import main

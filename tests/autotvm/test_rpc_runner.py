@@ -120,6 +120,7 @@ def test_a_dead_server_in_the_list_is_left_out(tmp_path):
     assert [r.error_no for r in results] == [0, 0, 0, 0]
 
 
+@pytest.mark.slow
 def test_hang_and_crash_on_the_server():
     """A hung kernel is a RUN_TIMEOUT (the server keeps serving other sessions); one that
     kills the server is RUNTIME_DEVICE, and so is every later candidate of that batch."""

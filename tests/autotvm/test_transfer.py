@@ -45,6 +45,7 @@ def _top(model, space, num):
     return [int(i) for i in np.argsort(-scores, kind="stable")[:num]]
 
 
+@pytest.mark.slow
 def test_second_run_starts_from_the_history_model(history_log):
     task = autotvm.task.create("test_gemm", NEW_SHAPE, "llvm")
     tuner = _xgb(task)

@@ -23,7 +23,7 @@ import numpy as np
 
 import kiln
 from kiln.codegen.codegen_cuda import cuda_scalar
-from kiln.codegen.cuda_build import HostFunction
+from kiln.codegen.cuda_host import HostFunction
 from kiln.runtime.ndarray import DLTensor
 
 _PRELUDE = r"""

@@ -299,12 +299,13 @@ NVRTC_MISSING = ("NVIDIA's cuda-bindings / nvidia-cuda-nvrtc are not installed "
 def build_cuda(sched, args, name="default_function", target="cuda"):
     """``kiln.build`` for CUDA; without NVRTC, the same build without the compile step."""
     import kiln
-    from kiln.codegen import cuda_build
+    from kiln.codegen.cuda_backend import CUDABackend
+    from kiln.driver.build import build_module
 
     if have_nvrtc():
         return kiln.build(sched, args, target=target, name=name)
     mod = kiln.lower(sched, args, name=name)
-    return cuda_build.build(list(mod.functions.values()), target, compile_now=False)
+    return build_module(mod, kiln.target.Target(target), CUDABackend(compile_now=False))
 
 
 def run_on_gpu(sched, args, inputs):
@@ -313,7 +314,7 @@ def run_on_gpu(sched, args, inputs):
     import pytest
 
     import kiln
-    from kiln.codegen.cuda_build import compile_source
+    from kiln.codegen.cuda_backend import compile_source
 
     if not have_nvrtc():
         pytest.skip(NVRTC_MISSING)

@@ -186,7 +186,7 @@ def test_no_gpu_allocation_error():
 def test_nvrtc_reports_compile_errors():
     if not have_nvrtc():
         pytest.skip("NVRTC bindings not installed")
-    from kiln.codegen.cuda_build import compile_source
+    from kiln.codegen.cuda_backend import compile_source
 
     with pytest.raises(kiln.CompileError, match="NVRTC failed to compile.*sm_80"):
         compile_source('extern "C" __global__ void k() { undefined_thing(); }', "sm_80")

@@ -32,7 +32,7 @@ def _check(w, outputs):
 def test_gpu_workload(make):
     if not have_nvrtc():
         pytest.skip(NVRTC_MISSING)
-    from kiln.codegen.cuda_build import compile_source
+    from kiln.codegen.cuda_backend import compile_source
 
     w = make()
     mod = kiln.build(w.sched, w.args, target="cuda", name=w.name)

@@ -20,8 +20,7 @@ from kiln.relay.alter_layout import (  # noqa: E402
     preferred_block,
 )
 from kiln.relay.op import np_layout_transform  # noqa: E402
-from kiln.target import Target  # noqa: E402
-from kiln.topi.x86 import _common  # noqa: E402
+from kiln.target import Target, host_cpu  # noqa: E402
 
 from . import models  # noqa: E402
 
@@ -32,7 +31,7 @@ _rng = np.random.default_rng(3)
 def _avx512_blocks(monkeypatch):
     """The expected layouts below are those of a 64-byte-vector (AVX-512) target, whatever
     this machine's vectors (the kernels run correctly either way)."""
-    monkeypatch.setattr(_common, "VECTOR_BYTES", 64)
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "64")
 
 
 def _w(name, *shape):
@@ -97,17 +96,17 @@ def test_channel_block():
 
 def test_block_follows_the_target_vector_width(monkeypatch):
     """One float32 vector of the target CPU: ``-mcpu`` names it, else this machine."""
-    monkeypatch.setattr(_common, "VECTOR_BYTES", None)
+    monkeypatch.delenv("KILN_VECTOR_BYTES")
     with Target("llvm -mcpu=skylake-avx512"):
         assert preferred_block() == 16
     with Target("llvm -mcpu=haswell"):
         assert preferred_block() == 8
-    assert preferred_block() == max(4, _common.host_vector_bytes() // 4)
+    assert preferred_block() == max(4, host_cpu().vector_bytes // 4)
     m = mixed_ops(f=32)
     assert "NCHW16c" in _build(m, target="llvm -mcpu=skylake-avx512").summary
     lib = _build(m, target="llvm -mcpu=haswell")
     assert "NCHW8c" in lib.summary and "NCHW16c" not in lib.summary
-    if _common.host_vector_bytes() >= 32:  # an AVX2 binary runs here
+    if host_cpu().vector_bytes >= 32:  # an AVX2 binary runs here
         _run_and_check(m, lib)
 
 
@@ -138,6 +137,7 @@ def test_layout_transform_kernel_matches_numpy(src, dst):
     np.testing.assert_array_equal(np_layout_transform(res.numpy(), dst, "NCHW"), x)
 
 
+@pytest.mark.slow
 def test_transforms_only_at_boundaries():
     """ResNet-18: one transform in (the 3-channel input to NCHW3c), one out (before
     flatten); every conv, the max pool and the global pool run packed; bias, residual add and

@@ -111,6 +111,7 @@ def test_export_and_load_in_fresh_process(tmp_path):
     np.testing.assert_allclose(y, _ref(m, name, x), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("builder", ["resnet18", "mobilenet_v2"])
 def test_small_networks_match_onnxruntime(builder):
     """ResNet-18 and a MobileNetV2-style network (depthwise convs) at 64x64 input."""

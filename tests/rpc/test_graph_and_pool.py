@@ -58,7 +58,7 @@ def test_relay_model_runs_remotely(remote, relay_model):
 def test_book_graph_runtime_create_over_rpc(remote, relay_model, vadd_so):
     """Book §1.4.4: graph_runtime.create(graph, remote_mod, ctx), params set from local."""
     from kiln.contrib import graph_executor, graph_runtime
-    from kiln.relay.executor import load_module
+    from kiln.runtime.graph_executor import load_module
 
     path, name, x, params, local = relay_model
     graph = load_module(path).get_graph_json()

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import te
+from kiln import te, tir
+from kiln.ir import expr as E
+from kiln.ir import stmt as S
+from kiln.tir.inject_virtual_thread import inject_virtual_thread
 
 
 def _matmul(n=16, m=12):
@@ -104,3 +107,32 @@ def test_nested_virtual_threads_on_two_axes(nv):
     s[CL].compute_at(s[C], jj)
     assert "vthread" not in str(kiln.lower(s, [A, B, C], simple_mode=True))
     _run(s, [A, B, C])
+
+
+def test_injection_golden(golden):
+    """Two virtual threads over a hand-built body: the private L doubles and its accesses are
+    offset by 4 per thread; the statement that ignores the virtual thread (T = A*2) runs once;
+    the others run once per thread, side by side."""
+    A, T, B = (tir.decl_buffer(shape, name=n) for n, shape in (("A", (8,)), ("T", (4,)),
+                                                                ("B", (8,))))
+    L = E.Var("L", "handle")
+    vx, k = te.thread_axis("vthread"), E.Var("k")
+
+    def load(data, index):
+        return E.Load("float32", data, index)
+
+    def loop(body):
+        return S.For(k, 0, 4, S.ForKind.SERIAL, body)
+
+    body = S.seq(
+        loop(S.Store(L, load(A.data, vx.var * 4 + k), k)),
+        loop(S.Store(T.data, load(A.data, k) * 2.0, k)),
+        loop(S.Store(B.data, load(L, k) + load(T.data, k), vx.var * 4 + k)))
+    local = S.Allocate(L, "float32", [4], tir.const(True), body, scope="local")
+    out = inject_virtual_thread(S.AttrStmt(vx, "thread_extent", 2, local))
+    golden("tir/inject_virtual_thread", str(out))
+    func = S.PrimFunc([A.data, T.data, B.data], {b.data: b for b in (A, T, B)}, out)
+    a = np.random.default_rng(0).standard_normal(8).astype("float32")
+    t, b = kiln.nd.empty((4,)), kiln.nd.empty((8,))
+    kiln.build(func)(kiln.nd.array(a), t, b)
+    np.testing.assert_allclose(b.numpy(), a + np.tile(2 * a[:4], 2))

@@ -86,3 +86,9 @@ def test_floor_helpers_match_python_for_every_sign():
     mod(kiln.nd.array(a), kiln.nd.array(d), q, r)
     np.testing.assert_array_equal(q.numpy(), a // d)
     np.testing.assert_array_equal(r.numpy(), a % d)
+
+
+def test_fused_copy_golden(golden):
+    s, args = _fused_copy()
+    low = lower_divmod(kiln.lower(s, args)["main"].body)
+    golden("tir/lower_divmod_fused", str(low))

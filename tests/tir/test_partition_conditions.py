@@ -7,11 +7,11 @@ import pytest
 
 import kiln
 from kiln import te, tir, topi
+from kiln.arith import simplify_stmt as simplify
 from kiln.ir import expr as E
 from kiln.ir.functor import post_order_visit
 from kiln.ir.stmt import For
 from kiln.tir.partition_conditions import partition_conditions
-from kiln.tir.passes import simplify
 
 
 def _selects(stmt):
@@ -119,3 +119,10 @@ def test_nonlinear_conditions_are_left_alone():
     b = kiln.nd.empty((16,))
     mod(kiln.nd.array(a), b)
     np.testing.assert_array_equal(b.numpy(), np.where(np.arange(16) ** 2 < 50, a, 0))
+
+
+def test_padding_partition_golden(golden):
+    # top row, then per interior row: left border, copy, right border; then the bottom row
+    A, P, s = _pad2d(6, 7, [1, 2], [1, 2])
+    body = kiln.lower(s, [A, P])["main"].body
+    golden("tir/partition_conditions_pad2d", str(partition_conditions(body)))

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 import kiln
-from kiln import te
+from kiln import te, tir
+from kiln.ir import expr as E
+from kiln.ir import stmt as S
+from kiln.tir.unroll import auto_unroll
 
 
 def test_auto_unroll_max_step():
@@ -22,3 +25,17 @@ def test_auto_unroll_max_step():
     b = kiln.nd.empty((64, 4))
     mod(kiln.nd.array(a), b)
     np.testing.assert_allclose(b.numpy(), a * 2)
+
+
+def test_auto_unroll_golden(golden):
+    # under the pragma: k (2 steps) and j (4*2 steps) are unrolled; r (32) and i (64*...) not
+    i, j, k, r = (E.Var(n) for n in "ijkr")
+    B = E.Var("B", "handle")
+
+    def loop(var, extent, body):
+        return S.For(var, 0, extent, S.ForKind.SERIAL, body)
+
+    inner = S.seq(loop(j, 4, loop(k, 2, S.Store(B, tir.const(1.0), i * 8 + j * 2 + k))),
+                  loop(r, 32, S.Store(B, tir.const(2.0), i * 32 + r)))
+    stmt = S.AttrStmt(i, "pragma_auto_unroll_max_step", 16, loop(i, 64, inner))
+    golden("tir/auto_unroll", str(auto_unroll(stmt)))

@@ -126,7 +126,7 @@ NCHWC_CASES = [
 @pytest.fixture(params=[32, 64], ids=["avx2", "avx512"])
 def vector_bytes(request, monkeypatch):
     """Schedules planned for 16 (AVX2) and 32 (AVX-512) vector registers."""
-    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", request.param)
+    monkeypatch.setenv("KILN_VECTOR_BYTES", str(request.param))
     return request.param
 
 
@@ -164,10 +164,10 @@ def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     dw = topi.nn.depthwise_conv2d_NCHWc(X, te.placeholder((8, 1, 3, 3, 1, 8), name="D"),
                                         1, 0, 1)
     plan = topi.x86.conv2d.nchwc_plan
-    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 64)
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "64")
     assert (plan(conv.op)["rw"], plan(conv.op)["vo"], plan(conv.op)["ku"]) == (8, 2, 2)
     assert plan(dw.op)["rw"] == 14
-    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", 32)
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "32")
     p = plan(conv.op)
     assert (p["rw"], p["vo"], p["ku"], p["pixels_outer"]) == (7, 2, 1, True)
     odd = topi.nn.conv2d_NCHWc(X, te.placeholder((3, 8, 3, 3, 8, 8), name="W3"), 1, 0, 1)

@@ -42,7 +42,7 @@ def _winograd(c, k, h, w, m, pad=1, cb=8, ob=8, epilogue=False, schedule="x86"):
 @pytest.fixture(params=[32, 64], ids=["avx2", "avx512"])
 def vector_bytes(request, monkeypatch):
     """Batched-product plans for 16 (AVX2) and 32 (AVX-512) vector registers."""
-    monkeypatch.setattr(topi.x86._common, "VECTOR_BYTES", request.param)
+    monkeypatch.setenv("KILN_VECTOR_BYTES", str(request.param))
     return request.param
 
 

@@ -62,7 +62,7 @@ def tensor_arg_info(args) -> tuple:
 
 def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
     """Instantiate and compile one candidate (run in a forked child)."""
-    import kiln
+    from kiln.driver import build
 
     os.environ["KILN_CACHE_DIR"] = build_dir
     start = time.perf_counter()
@@ -76,7 +76,7 @@ def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
         return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR,
                            traceback.format_exc(), time.perf_counter() - start)
     try:
-        mod = kiln.build(sch, args, target=str(inp.target or "llvm"))
+        mod = build(sch, args, target=str(inp.target or "llvm"))
     except Exception:  # noqa: BLE001
         return BuildResult(None, info, MeasureErrorNo.COMPILE_HOST, traceback.format_exc(),
                            time.perf_counter() - start)
@@ -244,10 +244,10 @@ def _load_inputs(arg_info, ref_path: str | None) -> tuple[list[np.ndarray], dict
 def _nd_args(arrays, arg_info, dev=None):
     """Arrays for a call on ``dev`` (default: this machine's CPU; a remote device of an RPC
     session puts them on the server): the inputs' data, outputs filled with garbage."""
-    import kiln
+    from kiln.runtime import array, cpu
 
-    dev = kiln.cpu(0) if dev is None else dev
-    return [kiln.nd.array(_garbage(shape, dtype) if is_out else a, dev)
+    dev = cpu(0) if dev is None else dev
+    return [array(_garbage(shape, dtype) if is_out else a, dev)
             for a, (shape, dtype, is_out) in zip(arrays, arg_info, strict=True)], dev
 
 
@@ -268,9 +268,9 @@ def reference_outputs(mod, dev, arg_info) -> dict[str, np.ndarray]:
 def reference_run(lib_path: str, arg_info, out_path: str) -> None:
     """Run a trusted library once on random inputs; save inputs and outputs to ``out_path``
     (``arg0``, ``arg1``, ... and ``out0``, ... for the output arguments)."""
-    import kiln
+    from kiln.runtime import load_module
 
-    np.savez(out_path, **reference_outputs(kiln.load_module(lib_path), None, arg_info))
+    np.savez(out_path, **reference_outputs(load_module(lib_path), None, arg_info))
 
 
 def ref_func_reference(task, ref_func: Callable, path: str) -> str:
@@ -329,9 +329,9 @@ def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_
                   ref_path: str | None, rtol: float, atol: float) -> tuple[str, Any]:
     """Check (against the reference, if any) and time one library. Returns ``("ok",
     costs)``, ``("wrong", message)`` or raises."""
-    import kiln
+    from kiln.runtime import load_module
 
-    mod = kiln.load_module(lib_path)
+    mod = load_module(lib_path)
     arrays, ref = _load_inputs(arg_info, ref_path)
     return check_and_time(mod, None, arg_info, arrays, ref, number, repeat, min_repeat_ms,
                           rtol, atol)

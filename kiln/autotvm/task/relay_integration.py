@@ -1,17 +1,18 @@
 """AutoTVM and the graph compiler: tasks from a ``kiln.relay`` model, tuned configs in
 ``relay.build``.
 
-* :func:`extract_from_program` runs the graph passes ``relay.build`` runs (binding the
-  parameters, folding, the layout pass) and returns one tuning task per distinct workload
-  of a tunable kernel (``conv2d_NCHWc``, ``depthwise_conv2d_NCHWc``, ``dense``; the
-  templates are in :mod:`kiln.topi.x86.tunable`). A task's workload is the anchor operator
-  alone (shapes, strides, padding, dilation, dtype); ``task.num_uses`` counts the kernels
-  of the graph that share it.
-* :func:`schedule_group` is the hook ``relay.build`` calls for each fused group: inside a
-  dispatch context that has a config for the group's workload (``with
+* :func:`extract_from_program` runs the front half of ``relay.build``
+  (``relay.build_module.optimize_and_fuse``: the graph passes, the layout pass, fusion)
+  and returns one tuning task per distinct workload of a tunable kernel (``conv2d_NCHWc``,
+  ``depthwise_conv2d_NCHWc``, ``dense``; the templates are in
+  :mod:`kiln.topi.x86.tunable`). A task's workload is the kernel's anchor operator alone
+  (shapes, strides, padding, dilation, dtype); ``task.num_uses`` counts the kernels of the
+  graph that share it.
+* :func:`schedule_group` is the first rung of the op strategy (``kiln.relay.strategy``):
+  inside a dispatch context that has a config for the group's workload (``with
   autotvm.apply_history_best(log):``), the group (anchor + elementwise epilogue) is
   scheduled by the template's schedule with that config; otherwise it returns None and the
-  hand schedule (``topi.x86.schedule_auto``) is used, as without autotvm.
+  strategy goes on to the hand schedule, as without autotvm.
 
 kiln.relay is imported lazily: ``import kiln`` does not pay for the graph compiler.
 """
@@ -88,10 +89,10 @@ def _anchor(nodes):
 
 
 def schedule_group(group, outs, target):
-    """The hook of ``relay.build``: ``(schedule, label)`` for fused ``group`` (computing
-    ``outs``) when the current dispatch context has a tuned config for its anchor's
-    workload, else None (use the hand schedule). ``label`` names the template and the
-    config index, for the build summary."""
+    """The op strategy's tuned-record rung: ``(schedule, label)`` for fused ``group``
+    (computing ``outs``) when the current dispatch context has a tuned config for its
+    anchor's workload, else None (the strategy uses the hand schedule). ``label`` names the
+    template and the config index, for the build summary."""
     ctx = DispatchContext.current()
     if isinstance(ctx, FallbackContext):  # no apply_history_best / ApplyConfig around
         return None
@@ -108,24 +109,24 @@ def schedule_group(group, outs, target):
     return SCHEDULE_CFG[name](cfg, outs), f"{name} config #{cfg.index}"
 
 
-def _optimized_graph(mod, params, target):
-    """The graph ``relay.build`` compiles, after its graph passes (before fusion)."""
-    from kiln.relay.alter_layout import alter_op_layout
-    from kiln.relay.build_module import PassContext, optimize
+def _tunable_anchors(mod, params, target) -> list:
+    """The tunable anchors of the kernels ``relay.build`` compiles ``mod`` into, one per
+    kernel, in graph order."""
+    from kiln.relay.build_module import optimize_and_fuse
     from kiln.relay.graph import Graph, Module
     from kiln.target import Target
 
     if not isinstance(mod, Module | Graph):
         raise TypeError(f"extract_from_program needs a kiln.relay module (from "
                         f"relay.frontend.from_onnx), got {type(mod).__name__}")
-    if not Target(target or "llvm").is_cpu:
+    tgt = Target(target or "llvm")
+    if not tgt.is_cpu:
         raise NotImplementedError("extract_from_program: only CPU targets (llvm/c) have "
                                   "tunable templates yet")
-    ctx = PassContext.current()
-    g = optimize(mod, params, ctx.opt_level)
-    if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
-        g = alter_op_layout(g)
-    return g
+    g, groups = optimize_and_fuse(mod, params, tgt)
+    position = {n.uid: k for k, n in enumerate(g.nodes)}
+    anchors = (_anchor(group.nodes) for group in groups)
+    return sorted((a for a in anchors if a is not None), key=lambda a: position[a.uid])
 
 
 def extract_from_program(mod, params, target="llvm", target_host=None, ops=None) -> list:
@@ -136,9 +137,8 @@ def extract_from_program(mod, params, target="llvm", target_host=None, ops=None)
     del target_host
     _register_templates()
     wanted = _selected_ops(ops)
-    g = _optimized_graph(mod, params, target)
     tasks: dict[tuple, object] = {}
-    for node in g.nodes:
+    for node in _tunable_anchors(mod, params, target):
         if node.op not in wanted:
             continue
         key = workload_of(node)

@@ -370,7 +370,7 @@ def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=No
     conv = _Converter(int(opset))
     shape = dict(shape or {})
     params = {}
-    from kiln import nd
+    from kiln.runtime import ndarray as nd
 
     for init in g.initializer:
         arr = onnx.numpy_helper.to_array(init)

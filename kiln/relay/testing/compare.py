@@ -82,10 +82,10 @@ def against_onnxruntime(factory, model, inputs: Mapping[str, np.ndarray], thread
 
     Returns ``{"output", "reference", "diff", "ok", "kiln_s", "onnxruntime_s"}`` (the times
     are per-round seconds, ``None`` when the outputs disagree)."""
-    import kiln
-    from kiln.contrib import graph_executor
+    from kiln.runtime import cpu
+    from kiln.runtime.graph_executor import GraphModule
 
-    gm = graph_executor.GraphModule(factory["default"](kiln.cpu(0)))
+    gm = GraphModule(factory["default"](cpu(0)))
     gm.set_input(**inputs)
     gm.run()
     y = gm.get_output(0).numpy()

@@ -13,7 +13,7 @@ import re
 
 from kiln import te
 from kiln.ir import dtype as dt
-from kiln.ir.expr import cast
+from kiln.ir.op import cast
 
 from ..utils import get_const_tuple
 from .pad import pad, pad_masked

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from kiln import te, tir
-from kiln.ir.expr import Select, make_const
+from kiln.ir.expr import Select
+from kiln.ir.op import make_const
 
 from .. import tag
 

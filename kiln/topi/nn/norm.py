@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kiln import te, tir
-from kiln.ir.expr import make_const
+from kiln.ir.op import make_const
 
 from .. import tag
 from ..utils import get_const_int, normalize_axis

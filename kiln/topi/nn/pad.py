@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kiln import te, tir
-from kiln.ir.expr import PrimExpr, cast, make_const
+from kiln.ir.expr import PrimExpr
+from kiln.ir.op import cast, make_const
 
 from ..utils import get_const_int, is_const_int
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
-from kiln.ir.expr import cast, floordiv, make_const
+from kiln.ir.op import cast, floordiv, make_const
 
 from ..transform import _parse_layout
 from ..utils import const_shape

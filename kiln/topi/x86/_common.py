@@ -1,4 +1,8 @@
-"""Helpers of the x86 schedules: vector widths, tile sizes, inlining, parallel loops."""
+"""Helpers of the x86 schedules: vector widths, tile sizes, inlining, parallel loops.
+
+The machine facts (vector width, vector registers) are the current target's
+(``kiln.target.current_cpu``); the helpers here only turn them into schedule terms.
+"""
 
 from __future__ import annotations
 
@@ -7,82 +11,30 @@ import os
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call
 from kiln.ir.functor import post_order_visit
-from kiln.runtime.compiler import host_simd
+from kiln.target import current_cpu
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 
 from .. import tag as _tag
 from ..utils import all_ops, get_const_int, input_tensors, is_const_int
 
-#: Bytes of one SIMD register the schedules target; None: that of the CPU the kernels are
-#: built for (:func:`vector_bytes`). Set it to pin the width (tests, cross-machine builds).
-VECTOR_BYTES: int | None = None
 
-#: ``-mcpu`` names (GCC ``-march`` values) of x86 CPUs with AVX-512F
-_AVX512_CPUS = ("avx512", "knl", "knm", "cannonlake", "icelake", "cascadelake", "cooperlake",
-                "tigerlake", "sapphirerapids", "emeraldrapids", "graniterapids", "rocketlake",
-                "diamondrapids", "znver4", "znver5", "x86-64-v4")
-#: ``-mcpu`` names of x86 CPUs with AVX (32-byte float vectors) but not AVX-512
-_AVX_CPUS = ("sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "alderlake",
-             "raptorlake", "meteorlake", "arrowlake", "lunarlake", "gracemont", "sierraforest",
-             "grandridge", "clearwaterforest", "pantherlake", "core-avx", "bdver", "btver2",
-             "znver", "x86-64-v3")
-
-
-def _mcpu_vector_bytes(mcpu: str) -> int | None:
-    """Vector bytes of an x86 ``-mcpu`` name; None when the name is not one of the known."""
-    m = mcpu.lower()
-    if any(k in m for k in _AVX512_CPUS):
-        return 64
-    if any(k in m for k in _AVX_CPUS):
-        return 32
-    return None
-
-
-def host_vector_bytes() -> int:
-    """Bytes of one SIMD register of this machine, as ``-march=native`` builds see it (the
-    C compiler's predefined macros, ``kiln.runtime.compiler.host_simd``): 64 with AVX-512F,
-    32 with AVX/AVX2, else 16 (SSE, NEON, unknown)."""
-    return host_simd().vector_bytes
+def lanes(dtype: str) -> int:
+    """Elements of ``dtype`` in one vector register of the CPU the kernels are built for
+    (16 float32 with AVX-512, 8 with AVX2: ``kiln.target.current_cpu``)."""
+    return current_cpu().vector_lanes(dt.itemsize(dt.element_of(dtype)))
 
 
 def vector_registers() -> int:
-    """Vector registers of the CPU the kernels are built for (32 with AVX-512, else 16 on
-    x86): the budget of a register tile, accumulators plus operands."""
-    vb = vector_bytes()
-    if vb >= 64:
-        return 32
-    host = host_simd()
-    return host.registers if vb == host.vector_bytes and host.isa != "neon" else 16
+    """Vector registers of the CPU the kernels are built for (32 with AVX-512, 16 with
+    AVX2): the budget of a register tile, accumulators plus operands."""
+    return current_cpu().vector_registers
 
-
-def vector_bytes() -> int:
-    """Bytes of one SIMD register of the CPU the kernels are built for: :data:`VECTOR_BYTES`
-    when set, else the current target's ``-mcpu`` when it names a known x86 CPU, else this
-    machine's. Schedules size their vectors (and the layout pass its channel blocks) by it:
-    a wider vector type than the machine's is split by GCC, and for 64-byte vectors on an
-    AVX2 machine GCC 12 moves every partial sum through the stack (measured ~20x slower
-    convolutions)."""
-    if VECTOR_BYTES:
-        return VECTOR_BYTES
-    from kiln.target import Target
-
-    tgt = Target.current()
-    if tgt is not None and tgt.is_cpu and tgt.mcpu and tgt.mcpu != "native":
-        vb = _mcpu_vector_bytes(tgt.mcpu)
-        if vb is not None:
-            return vb
-    return host_vector_bytes()
 
 #: Below this many output elements a loop nest stays sequential (an OpenMP fork costs more).
 PARALLEL_MIN_ELEMS = 16384
 
 _EXPENSIVE = {"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
               "pow", "sin", "cos", "fmod"}
-
-
-def lanes(dtype: str) -> int:
-    """Elements of ``dtype`` in one vector register."""
-    return max(1, vector_bytes() // dt.itemsize(dt.element_of(dtype)))
 
 
 def num_threads() -> int:
@@ -296,8 +248,7 @@ def schedule_pad(s, op: Operation, channel_axis: int = 1) -> None:
 
 
 __all__ = [
-    "VECTOR_BYTES", "PARALLEL_MIN_ELEMS", "vector_bytes", "host_vector_bytes",
-    "vector_registers", "lanes",
+    "PARALLEL_MIN_ELEMS", "vector_registers", "lanes",
     "num_threads", "const_extent", "numel", "work", "worth_parallel",
     "largest_divisor", "is_pow2", "row_block", "has_expensive_call", "inline_injective",
     "unit_split2", "fuse_parallel", "same_const_shape", "anchor_stages",

@@ -1,6 +1,9 @@
 """Targets: ``llvm``, ``llvm -mcpu=...``, ``c`` (all the C backend on the CPU) and ``cuda``.
 
-A target is also a context, as in TVM::
+A target string is parsed into its kind and ``-key=value`` options; the target then answers
+what code generation and schedules ask about the machine: thread limits (``cuda``), the C
+compiler flags and the CPU description (:attr:`Target.cpu`: vector width, registers, ISA
+features). A target is also a context, as in TVM::
 
     with tvm.target.create("cuda"):            # or tvm.target.Target("cuda")
         nt = tvm.target.Target.current(allow_none=False).max_num_threads   # 1024
@@ -8,11 +11,12 @@ A target is also a context, as in TVM::
 
 from __future__ import annotations
 
-import platform
 import shlex
-import sys
 
 from kiln.errors import TVMError
+
+from .cpu import CPUInfo, cpu_for_mcpu, host_cpu, march_flags
+from .triple import check_triple
 
 #: device limits TVM's targets report by default (``-max_num_threads=N`` etc. override them)
 _CUDA_DEFAULTS = {"max_num_threads": 1024, "thread_warp_size": 32,
@@ -114,14 +118,24 @@ class Target:
     def device_type(self) -> int:
         return 1 if self.is_cpu else 2
 
+    @property
+    def cpu(self) -> CPUInfo:
+        """The CPU this target's code (a GPU target's host code) is planned for: the
+        ``-mcpu`` CPU when :data:`kiln.target.cpu.MCPU_ISA` knows it, else this machine
+        (:func:`kiln.target.cpu.host_cpu`)."""
+        if self.is_cpu and self.mcpu not in ("", "native"):
+            described = cpu_for_mcpu(self.mcpu)
+            if described is not None:
+                return described
+        return host_cpu()
+
     def c_flags(self) -> list[str]:
         """Extra C compiler flags: ``-mcpu=X`` selects ``-march=X``. A ``-target=<triple>``
         (or ``-mtriple=``) must name this machine: see :func:`check_triple`."""
         for key in ("target", "mtriple"):
             if key in self.attrs:
                 check_triple(self.attrs[key])
-        cpu = self.attrs.get("mcpu")
-        return [f"-march={cpu}"] if cpu else []
+        return march_flags(self.mcpu)
 
     def __str__(self) -> str:
         return self.text
@@ -130,51 +144,11 @@ class Target:
         return f"Target({self.text!r})"
 
 
-# ---- target triples (``llvm -target=x86_64-pc-linux-gnu``, book §1.4) ----------------------
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "x86",
-                 "i486": "x86", "i586": "x86", "i686": "x86"}
-
-
-def _host_arch() -> str:
-    m = platform.machine().lower()
-    return _ARCH_ALIASES.get(m, m)
-
-
-def _host_sys() -> str:
-    return {"win32": "windows", "cygwin": "windows"}.get(sys.platform, sys.platform)
-
-
-def host_triple() -> str:
-    """This machine's target triple in LLVM's spelling, e.g. ``x86_64-pc-linux-gnu`` (what
-    ``llvm-config --host-target`` prints there)."""
-    arch, system = _host_arch(), _host_sys()
-    vendor = "pc" if arch in ("x86_64", "x86") else "unknown"
-    if system == "darwin":
-        return f"{arch}-apple-darwin"
-    if system == "windows":
-        return f"{arch}-pc-windows-msvc"
-    return f"{arch}-{vendor}-{system}-gnu"
-
-
-def _triple_arch_sys(triple: str) -> tuple[str, str]:
-    """(arch, os) of a triple: ``armv6k-unknown-linux-gnueabi`` -> ("armv6k", "linux")."""
-    parts = triple.lower().split("-")
-    arch = _ARCH_ALIASES.get(parts[0], parts[0])
-    system = next((name for p in parts[1:] for name in ("linux", "darwin", "windows", "win32")
-                   if p.startswith(name)), "")
-    return arch, "windows" if system == "win32" else system
-
-
-def check_triple(triple: str) -> None:
-    """Accept ``-target=<triple>`` when it names this machine's architecture and OS (vendor
-    and ABI fields are not compared); otherwise raise TVMError naming the host triple: kiln
-    compiles CPU code with the host's C compiler and has no cross-compiler."""
-    if _triple_arch_sys(triple) != (_host_arch(), _host_sys()):
-        raise TVMError(
-            f"cannot compile for target triple {triple!r}: kiln builds CPU code with this "
-            f"machine's C compiler, whose triple is {host_triple()!r}, and cannot "
-            "cross-compile; build on a machine of that architecture (it may run "
-            "`python -m kiln.exec.rpc_server` for the rest), or drop -target=")
+def current_cpu() -> CPUInfo:
+    """The CPU the kernels being scheduled are for: that of the innermost ``with target:``
+    block (:attr:`Target.cpu`), else this machine."""
+    tgt = Target.current()
+    return tgt.cpu if tgt is not None else host_cpu()
 
 
 def create(target: str | Target) -> Target:

@@ -1,6 +1,11 @@
 """Graph executor (TVM's ``graph_executor``): runs the kernels of a built graph in order on
 NDArrays laid out by the static memory plan.
 
+The runtime half of the graph compiler: it needs a compiled library and the execution plan
+(``graph_json``: tensors, kernel calls, storage sizes), never the graph IR, so it runs
+wherever a module loads (an RPC server included). ``kiln.relay`` builds the plan
+(:mod:`kiln.relay.execution_plan`) and re-exports these names.
+
 Both of TVM's flows work:
 
 * the factory: ``lib = relay.build(...)``; ``GraphModule(lib["default"](dev))``;
@@ -24,10 +29,10 @@ import weakref
 
 import numpy as np
 
-from kiln import nd
-from kiln.runtime import cpu
-from kiln.runtime.module import load_module as _load_lib
-from kiln.runtime.ndarray import NDArray
+from ..errors import TVMError
+from .device import cpu
+from .module import load_module as _load_lib
+from .ndarray import NDArray, array, empty
 
 
 def _view(storage: NDArray, shape, dtype) -> NDArray:
@@ -57,37 +62,6 @@ class GraphExecutorFactoryModule:
         self.summary = ""
         self.build_seconds = 0.0
 
-    @classmethod
-    def from_plan(cls, g, kernels, assign, sizes, lib, mod_name="default"):
-        tid: dict[int, int] = {}
-        tensors: list[dict] = []
-        consts: dict[str, np.ndarray] = {}
-
-        def tensor(n) -> int:
-            if n.uid in tid:
-                return tid[n.uid]
-            t = {"shape": list(n.shape), "dtype": n.dtype, "name": n.name}
-            if n.is_const:
-                key = f"c{len(consts)}_{n.name}"
-                consts[key] = n.value
-                t["const"] = key
-            elif n.is_input:
-                t["input"] = n.name
-            elif n.uid in assign:
-                t["storage"] = assign[n.uid]
-            tid[n.uid] = len(tensors)
-            tensors.append(t)
-            return tid[n.uid]
-
-        for i in g.inputs:
-            tensor(i)
-        steps = [{"func": name, "args": [tensor(i) for i in ext] + [tensor(out)]}
-                 for name, ext, out in kernels]
-        outputs = [tensor(o) for o in g.outputs]
-        plan = {"tensors": tensors, "steps": steps, "outputs": outputs, "storages": sizes,
-                "inputs": [i.name for i in g.inputs], "mod_name": mod_name}
-        return cls(plan, lib, consts)
-
     # ---- TVM factory API ------------------------------------------------------------
     def __iter__(self):
         """``graph, lib, params = relay.build(...)``: the classic triple (graph JSON, the
@@ -106,7 +80,7 @@ class GraphExecutorFactoryModule:
         return self.lib
 
     def get_params(self) -> dict:
-        return {k: nd.array(v) for k, v in self.consts.items()}
+        return {k: array(v) for k, v in self.consts.items()}
 
     def export_library(self, path) -> None:
         """Save library + plan + parameters in one tar file; load with
@@ -157,10 +131,8 @@ def load_param_dict(data: bytes | bytearray) -> dict:
     """``relay.load_param_dict``: what :func:`save_param_dict` wrote, as NDArrays."""
     try:
         with np.load(io.BytesIO(bytes(data))) as z:
-            return {k: nd.array(z[k]) for k in z.files}
+            return {k: array(z[k]) for k in z.files}
     except (ValueError, OSError) as e:
-        from kiln.errors import TVMError
-
         raise TVMError(f"load_param_dict: not a kiln parameter blob ({e})") from None
 
 
@@ -180,21 +152,21 @@ class GraphModule:
         self.factory = module
         self.dev = dev or cpu(0)
         plan = module.plan
-        store = [nd.empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
+        store = [empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
         self._arrays: list[NDArray] = []
         self._inputs: dict[str, NDArray] = {}
         self._params: dict[str, NDArray] = {}
         for t in plan["tensors"]:
             if "const" in t and t["const"] in module.consts:
-                a = nd.array(np.ascontiguousarray(module.consts[t["const"]]), self.dev)
+                a = array(np.ascontiguousarray(module.consts[t["const"]]), self.dev)
                 self._params[t["const"]] = a
             elif "const" in t:  # a graph JSON without its parameters: set_input/load_params
-                a = nd.empty(t["shape"], t["dtype"], self.dev)
+                a = empty(t["shape"], t["dtype"], self.dev)
                 self._params[t["const"]] = a
             elif "storage" in t:
                 a = _view(store[t["storage"]], t["shape"], t["dtype"])
             else:
-                a = nd.empty(t["shape"], t["dtype"], self.dev)
+                a = empty(t["shape"], t["dtype"], self.dev)
                 if "input" in t:
                     self._inputs[t["input"]] = a
             self._arrays.append(a)
@@ -233,7 +205,7 @@ class GraphModule:
         if out is not None:
             out.copyfrom(a)
             return out
-        return nd.array(a.numpy(), self.dev)
+        return array(a.numpy(), self.dev)
 
     def get_input(self, key) -> NDArray:
         if isinstance(key, int):
@@ -280,8 +252,6 @@ def create(graph_json_or_factory, lib=None, device=None) -> GraphModule:
         return GraphModule(graph_json_or_factory, device)
     if isinstance(lib, GraphExecutorFactoryModule):
         return GraphModule(lib, device)
-    from kiln.errors import TVMError
-
     try:
         plan = json.loads(graph_json_or_factory)
     except (TypeError, ValueError):

@@ -1,0 +1,206 @@
+"""The checks a compiled function makes on its arguments, described once for every backend.
+
+As in TVM, a compiled function checks the number, type, ndim, dtype, device and shape of its
+arguments before it runs, and fails with TVM's words
+(``Assert fail: (100 == int32(arg0.shape[0])), Argument arg0.shape[0] has an unsatisfied
+constraint: expected 100, got 200``). ``describe`` turns a PrimFunc into the list of those
+checks, each with its message; the C backend renders them as C in the exported entry
+(``c_entry.py``), the CUDA backend as the Python checker of its host function
+(``cuda_host.py``). A rule or a message changes here, in one place.
+
+A message is a ``Message``: the text with ``{}`` holes for the values only known at run time
+(what the caller passed), each hole naming that value (``ArgValue``), so that each backend can
+fill it in its own language.
+
+Shape rules: a constant dimension must match; the first occurrence of a shape variable binds
+it; a later occurrence, or a composite expression (``n * 2``), is checked after every
+argument is bound ("deferred"). A composite expression whose variables no argument binds is
+an error at build time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kiln.errors import TVMError
+from kiln.ir import dtype as dt
+from kiln.ir import expr as E
+from kiln.ir.functor import collect_vars
+from kiln.ir.printer import expr_text
+from kiln.ir.stmt import PrimFunc
+
+#: DLPack type codes of the packed calling convention
+TYPE_CODE_INT, TYPE_CODE_FLOAT, TYPE_CODE_TENSOR = 0, 2, 7
+
+
+class ArgValue(Enum):
+    """A run-time value a message reports (the backends know how to read each)."""
+
+    NUM_ARGS = "num_args"
+    TYPE_CODE = "type_code"
+    NDIM = "ndim"
+    DTYPE_CODE = "dtype.code"
+    DTYPE_BITS = "dtype.bits"
+    DTYPE_LANES = "dtype.lanes"
+    DEVICE_TYPE = "device_type"
+    DEVICE_ID = "device_id"
+    FIRST_DEVICE_ID = "first_device_id"
+    DIM = "dim"
+    EXPECTED_DIM = "expected_dim"
+
+
+@dataclass(frozen=True)
+class Message:
+    """Error text with one ``{}`` hole per entry of ``values``."""
+
+    text: str
+    values: tuple[ArgValue, ...] = ()
+
+    def format(self, *values) -> str:
+        return self.text.format(*values)
+
+
+def dl_code(dtype: str) -> tuple[int, int, int]:
+    """DLPack ``(code, bits, lanes)`` of a kiln dtype (bool: code 1, bits 1)."""
+    d = dt.parse(dtype)
+    code = {"int": 0, "uint": 1, "float": 2, "bool": 1, "bfloat": 4}[d.code]
+    return code, d.bits, d.lanes
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    index: int
+    var: E.Var
+    is_float: bool
+    wrong_type: Message
+
+
+@dataclass(frozen=True)
+class ShapeDim:
+    """One dimension of a tensor argument: ``kind`` is "const" (``value`` an int), "bind"
+    (``value`` the Var it defines) or "deferred" (checked by a ``DeferredShape``)."""
+
+    axis: int
+    kind: str
+    value: object
+    mismatch: Message | None = None
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    index: int
+    var: E.Var
+    tensor_name: str
+    ndim: int
+    dtype_code: int
+    dtype_bits: tuple[int, ...]  # accepted bit widths (numpy's bool is 1 or 8 bits)
+    dtype_lanes: int
+    dims: tuple[ShapeDim, ...]
+    not_a_tensor: Message
+    wrong_ndim: Message
+    wrong_dtype: Message
+    wrong_device: Message
+    wrong_device_id: Message
+    not_compact: Message
+
+
+@dataclass(frozen=True)
+class DeferredShape:
+    """``expr`` (over bound variables) must equal dimension ``axis`` of argument ``index``."""
+
+    index: int
+    axis: int
+    expr: E.PrimExpr
+    mismatch: Message
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """Every check of one function, in the order they run."""
+
+    func_name: str
+    device: str  # "cpu" or "cuda": the device every tensor argument must be on
+    wrong_count: Message
+    args: tuple[ScalarArg | TensorArg, ...]
+    deferred: tuple[DeferredShape, ...]
+
+    @property
+    def num_args(self) -> int:
+        return len(self.args)
+
+
+def describe(func: PrimFunc, device: str) -> ArgSpec:
+    """The argument checks of ``func`` for tensors on ``device`` ("cpu" or "cuda")."""
+    bound: set[E.Var] = set()
+    args: list[ScalarArg | TensorArg] = []
+    deferred: list[DeferredShape] = []
+    for k, p in enumerate(func.params):
+        buf = func.buffer_map.get(p)
+        if buf is None:
+            args.append(_scalar(k, p))
+            bound.add(p)
+        else:
+            args.append(_tensor(k, p, buf, device, bound, deferred))
+    for d in deferred:
+        missing = [v for v in collect_vars(d.expr) if v not in bound]
+        if missing:
+            raise TVMError(
+                f"{func.name}: the shape {expr_text(d.expr)} of arg{d.index}.shape[{d.axis}] "
+                f"uses variable '{missing[0].name}', which is neither a scalar argument nor a "
+                f"plain dimension of an argument tensor; pass it in the argument list")
+    n = len(func.params)
+    count = Message(f"{func.name}: expected {n} arguments, got {{}}", (ArgValue.NUM_ARGS,))
+    return ArgSpec(func.name, device, count, tuple(args), tuple(deferred))
+
+
+def _scalar(k: int, p: E.Var) -> ScalarArg:
+    is_float = dt.is_float(p.dtype)
+    want = "a number" if is_float else "an integer"
+    return ScalarArg(k, p, is_float, Message(
+        f"arg{k} ({p.name}): expected {want}, got type code {{}}", (ArgValue.TYPE_CODE,)))
+
+
+def _tensor(k: int, p: E.Var, buf, device: str, bound: set[E.Var],
+            deferred: list[DeferredShape]) -> TensorArg:
+    a, tname = f"arg{k}", buf.name
+    code, bits, lanes = dl_code(buf.dtype)
+    dims: list[ShapeDim] = []
+    for d, extent in enumerate(buf.shape):
+        what = f"{a}.shape[{d}]"
+        if isinstance(extent, E.IntImm):
+            dims.append(ShapeDim(d, "const", extent.value, Message(
+                f"Assert fail: ({extent.value} == int32({what})), Argument {what} has an "
+                f"unsatisfied constraint: expected {extent.value}, got {{}}", (ArgValue.DIM,))))
+        elif isinstance(extent, E.Var) and extent not in bound:
+            bound.add(extent)
+            dims.append(ShapeDim(d, "bind", extent))
+        else:
+            dims.append(ShapeDim(d, "deferred", extent))
+            deferred.append(DeferredShape(k, d, extent, Message(
+                f"Assert fail: ({expr_text(extent)} == {what}), Argument {what} has an "
+                f"unsatisfied constraint: expected {{}}, got {{}}",
+                (ArgValue.EXPECTED_DIM, ArgValue.DIM))))
+    return TensorArg(
+        k, p, tname, len(buf.shape), code, (bits, 8) if dt.is_bool(buf.dtype) else (bits,),
+        lanes, tuple(dims),
+        not_a_tensor=Message(f"{a} ({tname}): expected a tensor (NDArray), got type code {{}}",
+                             (ArgValue.TYPE_CODE,)),
+        wrong_ndim=Message(
+            f"Argument {a}.ndim ({tname}) has an unsatisfied constraint: {a}.ndim is expected "
+            f"to equal {len(buf.shape)}, got {{}}", (ArgValue.NDIM,)),
+        wrong_dtype=Message(
+            f"Assert fail: {a}.dtype is expected to be {buf.dtype} ({tname}), got code={{}} "
+            f"bits={{}} lanes={{}}",
+            (ArgValue.DTYPE_CODE, ArgValue.DTYPE_BITS, ArgValue.DTYPE_LANES)),
+        wrong_device=Message(
+            f"Argument {a}.device_type ({tname}) has an unsatisfied constraint: expected a "
+            f"{device} tensor, got device type {{}}", (ArgValue.DEVICE_TYPE,)),
+        wrong_device_id=Message(
+            f"Argument {a}.device_id ({tname}) has an unsatisfied constraint: expected "
+            f"{device}({{}}) like the arguments before it, got {device}({{}})",
+            (ArgValue.FIRST_DEVICE_ID, ArgValue.DEVICE_ID)),
+        not_compact=Message(
+            f"Argument {a}.strides ({tname}): expected a compact (row-major contiguous) "
+            f"tensor"),
+    )

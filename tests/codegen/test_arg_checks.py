@@ -1,0 +1,101 @@
+"""The argument checks are described once (kiln/codegen/arg_checks.py) and rendered into the C
+entry and the CUDA host checker: both give the same message for the same bad call."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te
+from kiln.codegen.arg_checks import describe
+from kiln.codegen.cuda_host import ArgChecker
+from kiln.runtime.ndarray import DLTensor
+
+
+def _func():
+    """``B[i, j] = A[i, j] + C[j]`` over shapes (n, 4) and (n * 2,) ... a const dim, a bound
+    symbolic dim and a composite one."""
+    n = te.var("n")
+    A = te.placeholder((n, 4), name="A")
+    C = te.placeholder((n * 2,), name="C")
+    B = te.compute((n, 4), lambda i, j: A[i, j] + C[i], name="B")
+    s = te.create_schedule(B.op)
+    return s, [A, C, B]
+
+
+@contextlib.contextmanager
+def _on_cuda(*arrays):
+    """The NDArrays described as cuda(0) tensors while the block runs."""
+    for a in arrays:
+        DLTensor.from_address(a._handle).device.device_type = 2
+    try:
+        yield
+    finally:
+        for a in arrays:
+            DLTensor.from_address(a._handle).device.device_type = 1
+
+
+def _message(fn, *args) -> str:
+    with pytest.raises(kiln.TVMError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("case", ["count", "ndim", "dtype", "const_dim", "composite_dim",
+                                  "scalar_for_tensor"])
+def test_c_and_cuda_checks_say_the_same(case):
+    s, args = _func()
+    mod = kiln.build(s, args)
+    func = kiln.lower(s, args)["main"]
+    checker = ArgChecker(func.__class__(func.params, func.buffer_map, func.body,
+                                        "default_function"))
+    nd = kiln.nd.array
+    a, c, b = nd(np.zeros((3, 4), "float32")), nd(np.zeros(6, "float32")), \
+        nd(np.zeros((3, 4), "float32"))
+    call = {
+        "count": (a, c),
+        "ndim": (nd(np.zeros(12, "float32")), c, b),
+        "dtype": (a, nd(np.zeros(6, "float64")), b),
+        "const_dim": (a, c, nd(np.zeros((3, 5), "float32"))),
+        "composite_dim": (a, nd(np.zeros(7, "float32")), b),
+        "scalar_for_tensor": (a, 1.5, b),
+    }[case]
+    c_msg = _message(mod, *call)
+    tensors = [x for x in call if hasattr(x, "_handle")]
+    with _on_cuda(*tensors):
+        cuda_msg = _message(lambda *xs: checker(xs), *call)
+    assert c_msg == cuda_msg
+
+
+def test_device_rule_names_the_device():
+    s, args = _func()
+    mod = kiln.build(s, args)
+    a, c, b = (kiln.nd.array(np.zeros(sh, "float32")) for sh in ((3, 4), (6,), (3, 4)))
+    with _on_cuda(c):
+        assert "expected a cpu tensor, got device type 2" in _message(mod, a, c, b)
+    checker = ArgChecker(kiln.lower(s, args)["main"])
+    assert "expected a cuda tensor, got device type 1" in _message(
+        lambda *xs: checker(xs), a, c, b)
+
+
+def test_description_of_shapes():
+    s, args = _func()
+    spec = describe(kiln.lower(s, args)["main"], "cpu")
+    a, c, b = spec.args
+    assert [d.kind for d in a.dims] == ["bind", "const"]
+    assert [d.kind for d in c.dims] == ["deferred"]
+    assert [d.kind for d in b.dims] == ["deferred", "const"]
+    assert [(d.index, d.axis) for d in spec.deferred] == [(1, 0), (2, 0)]
+
+
+def test_unbound_shape_variable_is_a_build_error():
+    n = te.var("n")
+    A = te.placeholder((n * 2,), name="A")
+    B = te.compute((n * 2,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    with pytest.raises(kiln.TVMError, match="uses variable 'n', which is neither a scalar "
+                                            "argument nor a plain dimension"):
+        kiln.build(s, [A, B])
