@@ -20,15 +20,15 @@ _SESSION_CACHE: str | None = None
 if "KILN_CACHE_DIR" not in os.environ:
     _SESSION_CACHE = os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-test-cache-")
 
-# Hypothesis budgets: "suite" (the default) keeps every run short, the property tests' examples
-# are each a compile; KILN_HYPOTHESIS_PROFILE=thorough is a long fuzzing run.
+# Hypothesis budgets: "suite" (the default) keeps every run short (an example of the schedule
+# property test is a whole compile); KILN_HYPOTHESIS_PROFILE=thorough is a long fuzzing run.
 settings.register_profile("suite", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("thorough", settings.get_profile("suite"), max_examples=2000)
 settings.load_profile(os.environ.get("KILN_HYPOTHESIS_PROFILE") or "suite")
 
 
-def pytest_unconfigure(config):
+def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION_CACHE is not None:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 

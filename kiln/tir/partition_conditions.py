@@ -192,8 +192,11 @@ class _Partitioner:
             ext = an.simplify(b - a)
             if isinstance(ext, E.IntImm) and ext.value <= 0:
                 continue
-            # simplify each copy first, so that its inner loops see the folded conditions
-            pieces.append(self.visit(simplify_stmt(rebuild(node, min=a, extent=ext), self.an)))
+            # simplify each copy first, so that its inner loops see the folded conditions;
+            # the copy's own loop is not split again (a bound the analyzer cannot fold would
+            # be split again and again, each copy nesting one more min/max around it)
+            piece = simplify_stmt(rebuild(node, min=a, extent=ext), self.an)
+            pieces.append(self._inner(piece) if isinstance(piece, For) else self.visit(piece))
         return seq(*pieces)
 
     def _inner(self, node: For):

@@ -126,3 +126,23 @@ def test_padding_partition_golden(golden):
     A, P, s = _pad2d(6, 7, [1, 2], [1, 2])
     body = kiln.lower(s, [A, P])["main"].body
     golden("tir/partition_conditions_pad2d", str(partition_conditions(body)))
+
+
+def test_each_copy_is_not_split_again_on_its_own_bounds():
+    """The book's blocked convolution at a 13 x 13 output without padding (8 x 8 tiles, partial
+    at the border): each loop is split once, then only its inner loops. Splitting the copies
+    again nested one more min/max per split up to the 64-split limit (a 636 KB C file that
+    took GCC minutes); results must stay those of the unsplit loops."""
+    from tests.book._shared import conv_reference, load_example
+
+    sch, (X, K, Y) = load_example("book", "ch4_7_conv").cached_block(5, 3, 15, 3, 0, 1)
+    func = kiln.lower(sch, [X, K, Y])["main"]
+    out = partition_conditions(func.body)
+    assert len(_loops(out)) <= 4 * len(_loops(func.body))
+    mod = kiln.build(sch, [X, K, Y])
+    assert len(mod.get_source()) < 100_000
+    x = np.random.rand(1, 3, 15, 15).astype("float32")[0]
+    w = np.random.rand(5, 3, 3, 3).astype("float32")
+    y = kiln.nd.empty((5, 13, 13))
+    mod(kiln.nd.array(x), kiln.nd.array(w), y)
+    np.testing.assert_allclose(y.numpy(), conv_reference(x, w, 0, 1), rtol=1e-4, atol=1e-4)
