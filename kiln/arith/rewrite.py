@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 _FLIP = {E.LT: E.GT, E.LE: E.GE, E.GT: E.LT, E.GE: E.LE}
 _NEGATE = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}
 _IMM = (E.IntImm, E.FloatImm)
+#: how many levels of min/max/floordiv parts a comparison opens (Rewriter._le_parts)
+_PARTS_DEPTH = 3
 
 
 def _true(dtype: str = "bool") -> E.IntImm:
@@ -219,18 +221,93 @@ class Rewriter:
                 return x
         if not is_int_scalar(e.dtype):
             return base
-        d = self.an.to_lin(a).sub(self.an.to_lin(b))
-        lo, hi = self.an.diff_bound(
-            d, lambda bd: (bd[1] is not None and bd[1] <= 0) or (bd[0] is not None and bd[0] >= 0))
-        if hi is not None and hi <= 0:
-            return a if is_min else b
-        if lo is not None and lo >= 0:
-            return b if is_min else a
+        picked = self._pick(type(e), a, b)
+        if picked is not None:
+            return picked
         # min(min(x, c1), c2) -> min(x, min(c1, c2))
         if type(a) is type(e) and isinstance(a.b, E.IntImm) and isinstance(b, E.IntImm):
             c = min(a.b.value, b.value) if is_min else max(a.b.value, b.value)
             return self(type(e)(a.a, E.IntImm(e.dtype, c)))
-        return base
+        merged = self._merge_chain(base)
+        return base if merged is None else merged
+
+    def _pick(self, op, a, b, symbolic: bool = True):
+        """``a`` or ``b``, whichever ``op`` (Min or Max) provably selects; None if unknown."""
+        order = self._order(a, b, symbolic)
+        if order is None:
+            return None
+        return a if (order < 0) == (op is E.Min) else b
+
+    def _order(self, a, b, symbolic: bool = True) -> int | None:
+        """-1 when ``a <= b`` is provable, 1 when ``a >= b`` is, else None; the bound of
+        ``a - b`` substitutes symbolic variable ranges only with ``symbolic``."""
+        d = self.an.to_lin(a).sub(self.an.to_lin(b))
+        if symbolic:
+            lo, hi = self.an.diff_bound(d, lambda bd: (bd[1] is not None and bd[1] <= 0) or (
+                bd[0] is not None and bd[0] >= 0))
+        else:
+            lo, hi = self.an.lin_bound(d)
+        if (hi is not None and hi <= 0) or self._le_parts(a, b, 0):
+            return -1
+        if (lo is not None and lo >= 0) or self._le_parts(b, a, 0):
+            return 1
+        return None
+
+    def _le(self, a, b, k: int, depth: int) -> bool:
+        """Provably ``a - b <= k``: from the constant bound of the difference, else
+        ``_le_parts``."""
+        hi = self.an.lin_bound(self.an.to_lin(a).sub(self.an.to_lin(b)))[1]
+        return (hi is not None and hi <= k) or self._le_parts(a, b, k, depth)
+
+    def _le_parts(self, a, b, k: int, depth: int = _PARTS_DEPTH) -> bool:
+        """Provably ``a - b <= k`` from the parts of a min/max side, as TVM rewrites such
+        comparisons: ``max(x, y) - z <= k`` iff both ``x - z`` and ``y - z`` are, ``min(x, y)
+        - z <= k`` if either is (and the mirror rules for ``z``); and ``floordiv(x, c) -
+        floordiv(y, c) <= k`` if ``x - y <= k*c`` (floordiv by ``c > 0`` is monotone). At
+        most ``depth`` levels of parts are opened."""
+        if depth == 0:
+            return False
+        depth -= 1
+        ta, tb = type(a), type(b)
+        if ta is E.Max:
+            return self._le(a.a, b, k, depth) and self._le(a.b, b, k, depth)
+        if ta is E.Min:
+            return self._le(a.a, b, k, depth) or self._le(a.b, b, k, depth)
+        if tb is E.Min:
+            return self._le(a, b.a, k, depth) and self._le(a, b.b, k, depth)
+        if tb is E.Max:
+            return self._le(a, b.a, k, depth) or self._le(a, b.b, k, depth)
+        if ta is E.FloorDiv and tb is E.FloorDiv and isinstance(a.b, E.IntImm) and \
+                a.b.value > 0 and self.same(a.b, b.b):
+            return self._le(a.a, b.a, k * a.b.value, depth)
+        return False
+
+    def _merge_chain(self, e):
+        """A chain ``min(min(x, y), z)`` without the operands another one provably
+        dominates, wherever they sit in the chain: ``min(min(x, y // 7), (y + 6) // 7)
+        -> min(x, y // 7)``. None when no operand goes (the chain is kept as it is)."""
+        op = type(e)
+        kept = _flatten(e.a, op)
+        pending = _flatten(e.b, op)
+        if len(kept) + len(pending) < 3:
+            return None  # a pair: _minmax has compared it already
+        dropped = False
+        while pending:
+            z = pending.pop(0)
+            for k, x in enumerate(kept):
+                picked = self._pick(op, x, z, symbolic=False)
+                if picked is not None:
+                    kept[k] = picked
+                    dropped = True
+                    break
+            else:
+                kept.append(z)
+        if not dropped:
+            return None
+        out = kept[0]
+        for x in kept[1:]:
+            out = op(out, x)
+        return out
 
     # ---- comparisons -------------------------------------------------------------------------
     def _cmp(self, e):
@@ -247,6 +324,8 @@ class Rewriter:
         la, lb = self.an.to_lin(a), self.an.to_lin(b)
         d = la.sub(lb)
         verdict = self._decide(t, d)
+        if verdict is None:
+            verdict = self._decide_parts(t, a, b)
         if verdict is not None:
             return E.IntImm(e.dtype, int(verdict))
         g = 0
@@ -280,6 +359,22 @@ class Rewriter:
             return self._verdict(t, bd) is not None
 
         return self._verdict(t, self.an.diff_bound(d, decided))
+
+    def _decide_parts(self, t, a, b) -> bool | None:
+        """Truth of ``a OP b`` (``< <= > >=``) from the parts of its sides (``_le_parts``)."""
+        if t in (E.GT, E.GE):
+            a, b, t = b, a, _FLIP[t]
+        if t is E.LT:
+            holds, fails = (a, b, -1), (b, a, 0)
+        elif t is E.LE:
+            holds, fails = (a, b, 0), (b, a, -1)
+        else:
+            return None
+        if self._le_parts(*holds):
+            return True
+        if self._le_parts(*fails):
+            return False
+        return None
 
     @staticmethod
     def _verdict(t, bd) -> bool | None:
@@ -427,7 +522,7 @@ class Rewriter:
 
 
 def _flatten(e, op) -> list:
-    """The operands of a chain of ``op`` (And or Or)."""
+    """The operands of a chain of ``op`` (And, Or, Min or Max)."""
     if type(e) is not op:
         return [e]
     return _flatten(e.a, op) + _flatten(e.b, op)

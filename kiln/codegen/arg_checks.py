@@ -12,10 +12,18 @@ A message is a ``Message``: the text with ``{}`` holes for the values only known
 (what the caller passed), each hole naming that value (``ArgValue``), so that each backend can
 fill it in its own language.
 
-Shape rules: a constant dimension must match; the first occurrence of a shape variable binds
-it; a later occurrence, or a composite expression (``n * 2``), is checked after every
-argument is bound ("deferred"). A composite expression whose variables no argument binds is
-an error at build time.
+Shape rules: a constant dimension must match; as in TVM, the scalar arguments are bound
+first, wherever they stand in the argument list (``[A, B, n, m]`` with ``A`` of shape
+``(n, m)`` declares ``n`` once, from ``arg2``); the first occurrence of another shape variable
+binds it; a dimension given by a scalar argument, a later occurrence, or a composite
+expression (``n * 2``) is checked after every argument is bound ("deferred"). A composite
+expression whose variables no argument binds is an error at build time.
+
+Aliasing rule: the compute function takes its buffers as ``restrict`` pointers, so a tensor
+argument the function stores to must share no memory with any other tensor argument
+(``mod(a, a)`` for a transpose would read elements it has already overwritten). TVM leaves
+this undefined; kiln checks it last, one ``AliasCheck`` per such pair, and fails with
+``Argument arg1 (B) overlaps arg0 (A) in memory ...``. Tensors that are only read may alias.
 """
 
 from __future__ import annotations
@@ -26,9 +34,10 @@ from enum import Enum
 from kiln.errors import TVMError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
-from kiln.ir.functor import collect_vars
+from kiln.ir.functor import collect_vars, post_order_visit
+from kiln.ir.op import index_dtype
 from kiln.ir.printer import expr_text
-from kiln.ir.stmt import PrimFunc
+from kiln.ir.stmt import PrimFunc, Store
 
 #: DLPack type codes of the packed calling convention
 TYPE_CODE_INT, TYPE_CODE_FLOAT, TYPE_CODE_TENSOR = 0, 2, 7
@@ -116,6 +125,16 @@ class DeferredShape:
 
 
 @dataclass(frozen=True)
+class AliasCheck:
+    """Tensor argument ``output``, which the function stores to, must not overlap the memory
+    of tensor argument ``other``."""
+
+    output: int
+    other: int
+    overlap: Message
+
+
+@dataclass(frozen=True)
 class ArgSpec:
     """Every check of one function, in the order they run."""
 
@@ -124,6 +143,7 @@ class ArgSpec:
     wrong_count: Message
     args: tuple[ScalarArg | TensorArg, ...]
     deferred: tuple[DeferredShape, ...]
+    aliases: tuple[AliasCheck, ...]
 
     @property
     def num_args(self) -> int:
@@ -132,14 +152,13 @@ class ArgSpec:
 
 def describe(func: PrimFunc, device: str) -> ArgSpec:
     """The argument checks of ``func`` for tensors on ``device`` ("cpu" or "cuda")."""
-    bound: set[E.Var] = set()
+    bound: set[E.Var] = {p for p in func.params if p not in func.buffer_map}
     args: list[ScalarArg | TensorArg] = []
     deferred: list[DeferredShape] = []
     for k, p in enumerate(func.params):
         buf = func.buffer_map.get(p)
         if buf is None:
             args.append(_scalar(k, p))
-            bound.add(p)
         else:
             args.append(_tensor(k, p, buf, device, bound, deferred))
     for d in deferred:
@@ -151,7 +170,40 @@ def describe(func: PrimFunc, device: str) -> ArgSpec:
                 f"plain dimension of an argument tensor; pass it in the argument list")
     n = len(func.params)
     count = Message(f"{func.name}: expected {n} arguments, got {{}}", (ArgValue.NUM_ARGS,))
-    return ArgSpec(func.name, device, count, tuple(args), tuple(deferred))
+    return ArgSpec(func.name, device, count, tuple(args), tuple(deferred),
+                   _alias_checks(func, args))
+
+
+def _stored_params(func: PrimFunc) -> set[E.Var]:
+    """The pointer parameters of ``func`` that its body stores to (its outputs)."""
+    stored: set[E.Var] = set()
+
+    def visit(node) -> None:
+        if isinstance(node, Store) and node.buffer_var in func.buffer_map:
+            stored.add(node.buffer_var)
+
+    post_order_visit(func.body, visit)
+    return stored
+
+
+def _alias_checks(func: PrimFunc, args: list[ScalarArg | TensorArg]) -> tuple[AliasCheck, ...]:
+    """One check per pair of tensor arguments of which at least one is stored to."""
+    tensors = [a for a in args if isinstance(a, TensorArg)]
+    stored = _stored_params(func)
+    checks: list[AliasCheck] = []
+    for out in tensors:
+        if out.var not in stored:
+            continue
+        for other in tensors:
+            if other is out or (other.var in stored and other.index < out.index):
+                continue  # itself, or a pair of outputs already checked
+            role = "writes" if other.var in stored else "reads"
+            checks.append(AliasCheck(out.index, other.index, Message(
+                f"Argument arg{out.index} ({out.tensor_name}) overlaps arg{other.index} "
+                f"({other.tensor_name}) in memory: {func.name} writes arg{out.index} and "
+                f"{role} arg{other.index}, which must not share memory (the result would be "
+                f"wrong); pass a separate output array")))
+    return tuple(checks)
 
 
 def _scalar(k: int, p: E.Var) -> ScalarArg:
@@ -170,8 +222,9 @@ def _tensor(k: int, p: E.Var, buf, device: str, bound: set[E.Var],
         what = f"{a}.shape[{d}]"
         if isinstance(extent, E.IntImm):
             dims.append(ShapeDim(d, "const", extent.value, Message(
-                f"Assert fail: ({extent.value} == int32({what})), Argument {what} has an "
-                f"unsatisfied constraint: expected {extent.value}, got {{}}", (ArgValue.DIM,))))
+                f"Assert fail: ({extent.value} == {index_dtype(extent)}({what})), Argument "
+                f"{what} has an unsatisfied constraint: expected {extent.value}, got {{}}",
+                (ArgValue.DIM,))))
         elif isinstance(extent, E.Var) and extent not in bound:
             bound.add(extent)
             dims.append(ShapeDim(d, "bind", extent))

@@ -66,6 +66,8 @@ def write_entry(func: PrimFunc, names: _Names, w: CSourceWriter, compute_name: s
         c = w.expr(d.expr)
         _fail_if(w, f"(int64_t)({c}) != arg{d.index}->shape[{d.axis}]", d.mismatch,
                  d.index, d.axis, expected=c)
+    for alias in spec.aliases:
+        _fail_if(w, f"kiln_tensors_overlap(arg{alias.output}, arg{alias.other})", alias.overlap)
     w.emit(f"return {compute_name}({', '.join(compute_args)});")
 
 

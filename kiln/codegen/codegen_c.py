@@ -442,7 +442,7 @@ class CSourceWriter:
             self.emit(f"#pragma GCC unroll {max(1, min(s.extent.value, 65535))}")
         elif s.kind == S.ForKind.VECTORIZED:
             self.emit("#pragma GCC ivdep")
-        self.emit(f"for (int32_t {v} = {lo}; {v} < {end}; ++{v}) {{")
+        self.emit(f"for ({c_scalar(s.loop_var.dtype)} {v} = {lo}; {v} < {end}; ++{v}) {{")
         self.in_parallel += parallel
         self._nested(s.body)
         self.in_parallel -= parallel

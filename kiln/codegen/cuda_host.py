@@ -24,7 +24,8 @@ from kiln.ir import stmt as S
 from kiln.ir.op import cast
 from kiln.ir.printer import expr_text, stmt_text
 from kiln.runtime.device import CUDA
-from kiln.runtime.ndarray import DLTensor
+from kiln.runtime.fastcall import reject_argument
+from kiln.runtime.ndarray import DLTensor, NDArray
 from kiln.tir.split_host_device import LAUNCH, Kernel, SplitFunc
 
 from .arg_checks import (
@@ -57,15 +58,16 @@ def host_source(sp: SplitFunc) -> str:
 # ---------------------------------------------------------------------------------------
 # host side: argument checks
 # ---------------------------------------------------------------------------------------
-def _type_code(a: Any) -> int:
-    if hasattr(a, "_handle"):
+def _type_code(index: int, a: Any) -> int:
+    """The packed type code of argument ``index``; only a local NDArray is a tensor (the
+    runtime's ``reject_argument`` raises for anything else, a remote array included)."""
+    if isinstance(a, NDArray):
         return TYPE_CODE_TENSOR
     if isinstance(a, bool | int | np.integer | np.bool_):
         return TYPE_CODE_INT
     if isinstance(a, float | np.floating):
         return TYPE_CODE_FLOAT
-    raise TypeError(f"argument has unsupported type '{type(a).__name__}'; expected an NDArray, "
-                    f"int or float")
+    reject_argument(index, a)
 
 
 class ArgChecker:
@@ -91,11 +93,27 @@ class ArgChecker:
             got = int(env[("shape", d.index)].shape[d.axis])
             if want != got:
                 raise TVMError(d.mismatch.format(want, got))
+        for alias in spec.aliases:
+            if _overlap(env[("shape", alias.output)], env[("shape", alias.other)]):
+                raise TVMError(alias.overlap.text)
         return env
 
 
+def _overlap(a: DLTensor, b: DLTensor) -> bool:
+    """Whether two compact tensors share memory (``kiln_tensors_overlap`` of the C runtime)."""
+    spans = []
+    for t in (a, b):
+        nbytes = (t.dtype.bits * t.dtype.lanes + 7) // 8
+        for d in range(t.ndim):
+            nbytes *= t.shape[d]
+        start = int(t.data or 0) + int(t.byte_offset)
+        spans.append((start, start + nbytes))
+    (a0, a1), (b0, b1) = spans
+    return a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1
+
+
 def _check_scalar(arg: ScalarArg, a: Any, env: dict) -> None:
-    code = _type_code(a)
+    code = _type_code(arg.index, a)
     if arg.is_float:
         if code not in (TYPE_CODE_FLOAT, TYPE_CODE_INT):
             raise TVMError(arg.wrong_type.format(code))
@@ -107,7 +125,7 @@ def _check_scalar(arg: ScalarArg, a: Any, env: dict) -> None:
 
 
 def _check_tensor(arg: TensorArg, a: Any, env: dict) -> None:
-    code = _type_code(a)
+    code = _type_code(arg.index, a)
     if code != TYPE_CODE_TENSOR:
         raise TVMError(arg.not_a_tensor.format(code))
     t = DLTensor.from_address(a._handle)

@@ -46,14 +46,16 @@ def _arg_buffers(args, binds: dict | None) -> tuple[list[Var], dict[Var, Buffer]
 
 
 def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None,
-                         debug: bool | None = None) -> PrimFunc:
-    """Run the lowering phases on one schedule and return the lowered PrimFunc."""
+                         debug: bool | None = None,
+                         phases: tuple[pipeline.Phase, ...] = pipeline.LOWER_PHASES) -> PrimFunc:
+    """Run the lowering ``phases`` (all of them by default) on one schedule and return the
+    lowered PrimFunc."""
     args = [_current_tensor(sch, a) for a in args]
     params, buffer_map, tensor_buffers = _arg_buffers(args, binds)
     _check_inputs_are_args(sch, tensor_buffers)
     start = pipeline.ScheduleLowering(sch, name, tuple(params), buffer_map, tensor_buffers,
                                       Analyzer())
-    done = pipeline.run_phases(pipeline.LOWER_PHASES, start,
+    done = pipeline.run_phases(phases, start,
                                debug=pipeline.debug_enabled(debug),
                                user_passes=pipeline.lower_passes_from_context())
     func = done.primfunc()

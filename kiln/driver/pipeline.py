@@ -33,7 +33,7 @@ from kiln.te.inline import effective_bodies
 from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.tir.inject_virtual_thread import inject_virtual_thread
-from kiln.tir.loop_partition import loop_partition
+from kiln.tir.loop_partition import loop_partition, partition_const_loop_option
 from kiln.tir.lower_divmod import lower_divmod
 from kiln.tir.partition_conditions import partition_conditions
 from kiln.tir.remove_no_op import remove_no_op
@@ -100,6 +100,13 @@ def _storage_flatten(st: ScheduleLowering) -> ScheduleLowering:
     return replace(st, body=storage_flatten(st.body, st.tensor_buffers))
 
 
+def _loop_partition(stmt: Stmt) -> Stmt:
+    """Split guarded loops into a guard-free part and a guarded tail (see module docstring);
+    loops of constant extent too unless ``PassContext(config={"tir.LoopPartition":
+    {"partition_const_loop": False}})`` (TVM's default) keeps their ``likely`` guard."""
+    return loop_partition(stmt, partition_const_loop_option(PassContext.current()))
+
+
 def simplify(stmt: Stmt) -> Stmt:
     """Every expression simplified, knowing each loop variable's range."""
     return simplify_stmt(stmt)
@@ -162,7 +169,7 @@ LOWER_PHASES: tuple[Phase, ...] = (
     ), number=1),
     Phase("loops", "loop transformations", (
         _body("inject_virtual_thread", inject_virtual_thread),
-        _body("loop_partition", loop_partition),
+        Pass("loop_partition", _loop_partition, on_body=True, module="kiln.tir.loop_partition"),
         _body("simplify", simplify),
         _body("vectorize", vectorize),
         _body("auto_unroll", auto_unroll),

@@ -48,7 +48,7 @@ from .stmt import (
     decl_buffer,
     seq,
 )
-from .structural import structural_equal, structural_hash
+from .structural import assert_structural_equal, structural_equal, structural_hash
 
 __all__ = [
     "dtype", "op", "Broadcast", "Call", "Cast", "CommReducer", "FloatImm", "IntImm", "IterVar",
@@ -57,5 +57,5 @@ __all__ = [
     "substitute", "to_text", "Allocate", "AssertStmt", "AttrStmt", "Buffer", "Evaluate", "For",
     "ForKind", "IfThenElse", "IRModule", "LetStmt", "PrimFunc", "ProducerRealize",
     "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "seq", "structural_equal",
-    "structural_hash", "transform",
+    "structural_hash", "assert_structural_equal", "transform",
 ]

@@ -83,10 +83,37 @@ def const(value, dtype: str | None = None) -> PrimExpr:
         if isinstance(value, bool):
             dtype = "bool"
         elif isinstance(value, int):
-            dtype = "int32" if -(2**31) <= value < 2**31 else "int64"
+            dtype = "int32" if _fits_int32(value) else "int64"
         else:
             dtype = "float32"
     return make_const(value, dtype)
+
+
+def _fits_int32(value: int) -> bool:
+    return -(2**31) <= value < 2**31
+
+
+def index_dtype(*extents) -> str:
+    """The dtype of loop counters and indices that range over the product of ``extents``
+    (TVM's int64 rule): ``int64`` when one extent is a non-constant int64 expression (a
+    ``te.var("n", "int64")``) or when the product of the constant ones does not fit in
+    int32; otherwise ``int32``. A constant counts by its value, not its dtype: a small int64
+    constant (a numpy shape) keeps int32 indices."""
+    size = 1
+    for e in extents:
+        e = convert(e)
+        if isinstance(e, IntImm):
+            size *= abs(e.value)
+        elif dt.bits(e.dtype) > 32:
+            return "int64"
+    return "int32" if _fits_int32(size) else "int64"
+
+
+def widen(value, dtype: str) -> PrimExpr:
+    """``value`` cast to the integer ``dtype`` where that is wider, else unchanged: an int32
+    index term of an int64 index, never a narrowing."""
+    value = convert(value)
+    return cast(value, dtype) if dt.bits(value.dtype) < dt.bits(dtype) else value
 
 
 def convert(value: Any) -> PrimExpr:

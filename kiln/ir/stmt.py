@@ -206,6 +206,11 @@ class IRModule:
     def __init__(self, functions: dict[str, PrimFunc] | None = None):
         self.functions: dict[str, PrimFunc] = dict(functions or {})
 
+    @staticmethod
+    def from_expr(func: PrimFunc) -> IRModule:
+        """A module holding ``func`` as ``"main"`` (TVM's ``IRModule.from_expr``)."""
+        return IRModule({"main": func})
+
     def __getitem__(self, name: str) -> PrimFunc:
         return self.functions[name]
 

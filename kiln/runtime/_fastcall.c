@@ -1,9 +1,11 @@
 /* _kiln_fastcall: the fast path for calling a compiled kiln function from Python.
  *
  * call(func_ptr, last_error_ptr, args) converts each argument to a KilnValue + type code
- * (objects with a `_handle` attribute -> DLTensor*, int/bool -> int64, float -> double,
+ * (a local NDArray -> its `_handle`, a DLTensor*; int/bool -> int64, float -> double,
  * numpy scalars -> either), calls the packed function with the GIL released, and raises
  * the registered error class with kiln_last_error()'s message when it returns non-zero.
+ * Any other argument goes to the registered Python `reject(i, obj)`, which raises: an
+ * object is only taken as a DLTensor address when it is an instance of NDArray.
  * Built on first use by kiln.runtime.fastcall with the kiln compiler driver.
  */
 #define PY_SSIZE_T_CLEAN
@@ -21,16 +23,24 @@ static PyObject* g_error_cls = NULL;   /* kiln.errors.TVMError */
 static PyObject* g_np_bool = NULL;     /* numpy.bool_ */
 static PyObject* g_np_integer = NULL;  /* numpy.integer */
 static PyObject* g_np_floating = NULL; /* numpy.floating */
+static PyTypeObject* g_ndarray = NULL; /* kiln.runtime.ndarray.NDArray */
+static PyObject* g_reject = NULL;      /* kiln.runtime.fastcall.reject_argument */
 static PyObject* g_handle_name = NULL; /* interned "_handle" */
 
 static int is_instance(PyObject* obj, PyObject* cls) {
   return cls != NULL && PyObject_IsInstance(obj, cls) == 1;
 }
 
-static int type_error(Py_ssize_t i, PyObject* obj) {
-  PyErr_Format(PyExc_TypeError,
-               "argument %zd has unsupported type '%s'; expected an NDArray, int or float", i,
-               Py_TYPE(obj)->tp_name);
+/* Set the exception reject(i, obj) raises for an argument compiled code cannot take. */
+static int reject(Py_ssize_t i, PyObject* obj) {
+  if (g_reject == NULL) {
+    PyErr_Format(PyExc_TypeError, "argument %zd has unsupported type '%s'", i,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  PyObject* res = PyObject_CallFunction(g_reject, "nO", i, obj);
+  Py_XDECREF(res);
+  if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "argument %zd was rejected", i);
   return -1;
 }
 
@@ -58,8 +68,9 @@ static int convert(PyObject* obj, Py_ssize_t i, KilnValue* v, int32_t* code) {
     *code = KILN_INT;
     return int_arg(obj, i, v);
   }
-  PyObject* h = PyObject_GetAttr(obj, g_handle_name);
-  if (h != NULL) {
+  if (g_ndarray != NULL && PyObject_TypeCheck(obj, g_ndarray)) {
+    PyObject* h = PyObject_GetAttr(obj, g_handle_name);
+    if (h == NULL) return -1;
     void* p = PyLong_AsVoidPtr(h);
     Py_DECREF(h);
     if (p == NULL && PyErr_Occurred()) return -1;
@@ -67,8 +78,6 @@ static int convert(PyObject* obj, Py_ssize_t i, KilnValue* v, int32_t* code) {
     *code = KILN_DLTENSOR;
     return 0;
   }
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-  PyErr_Clear();
   if (is_instance(obj, g_np_bool)) {
     int t = PyObject_IsTrue(obj);
     if (t < 0) return -1;
@@ -91,7 +100,7 @@ static int convert(PyObject* obj, Py_ssize_t i, KilnValue* v, int32_t* code) {
     *code = KILN_FLOAT;
     return 0;
   }
-  return type_error(i, obj);
+  return reject(i, obj);
 }
 
 static PyObject* fc_call(PyObject* self, PyObject* const* argv, Py_ssize_t argc) {
@@ -159,12 +168,16 @@ done:
 
 static PyObject* fc_init(PyObject* self, PyObject* args) {
   (void)self;
-  PyObject *err, *np_bool, *np_integer, *np_floating;
-  if (!PyArg_ParseTuple(args, "OOOO", &err, &np_bool, &np_integer, &np_floating)) return NULL;
+  PyObject *err, *np_bool, *np_integer, *np_floating, *ndarray, *reject_fn;
+  if (!PyArg_ParseTuple(args, "OOOOO!O", &err, &np_bool, &np_integer, &np_floating,
+                        &PyType_Type, &ndarray, &reject_fn))
+    return NULL;
   Py_XSETREF(g_error_cls, Py_NewRef(err));
   Py_XSETREF(g_np_bool, Py_NewRef(np_bool));
   Py_XSETREF(g_np_integer, Py_NewRef(np_integer));
   Py_XSETREF(g_np_floating, Py_NewRef(np_floating));
+  Py_XSETREF(g_ndarray, (PyTypeObject*)Py_NewRef(ndarray));
+  Py_XSETREF(g_reject, Py_NewRef(reject_fn));
   Py_RETURN_NONE;
 }
 
@@ -172,7 +185,8 @@ static PyMethodDef fc_methods[] = {
     {"call", (PyCFunction)(void (*)(void))fc_call, METH_FASTCALL,
      "call(func_ptr, error_ptr, args): call a packed kiln function."},
     {"init", fc_init, METH_VARARGS,
-     "init(error_cls, np_bool, np_integer, np_floating): set the classes used."},
+     "init(error_cls, np_bool, np_integer, np_floating, ndarray_type, reject): set the "
+     "classes used and the function that raises for an argument of another type."},
     {NULL, NULL, 0, NULL},
 };
 

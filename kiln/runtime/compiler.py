@@ -3,9 +3,10 @@
 ``compile_shared(source)`` returns the path of a shared library built from ``source``. Builds
 are cached on disk under ``$KILN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/kiln`` or
 ``~/.cache/kiln``), keyed by the source, the compiler (path and ``--version``) and the flags;
-files are written under temporary names and renamed into place, so concurrent processes
-can share the cache. Which compiler runs, and the ``-march`` a target selects, are the
-target's facts (``kiln.target.cc``, ``kiln.target.cpu``).
+each entry is checked against its record before it is returned, built under a lock and
+renamed into place (``compile_cache.py``), so concurrent processes can share the cache and a
+damaged entry is rebuilt, never loaded. Which compiler runs, and the ``-march`` a target
+selects, are the target's facts (``kiln.target.cc``, ``kiln.target.cpu``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..errors import CompileError
 from ..target.cc import compiler_command, find_compiler
 from ..target.cpu import host_cpu_id
+from .compile_cache import CacheEntry, atomic_write_text, build, cache_entry, lookup
 
 __all__ = [
     "DEFAULT_FLAGS",
@@ -105,24 +107,6 @@ def _cache_key(source: str, command: tuple[str, ...], flags: list[str]) -> str:
     if "-march=native" in flags:
         h.update(host_cpu_id().encode())
     return h.hexdigest()
-
-
-def _atomic_write(path: Path, data: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 # (compiler command, flag) -> whether the compiler accepts the flag; filled on demand.
@@ -215,43 +199,38 @@ def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "
     """Compile C ``source`` into a shared library and return its path.
 
     ``flags`` are extra compiler flags (see :func:`build_flags`). The result is cached on
-    disk; a cache hit runs no compiler. Raises CompileError when no compiler is found or
-    the compiler rejects the source (the message quotes the offending source lines).
+    disk; a cache hit runs no compiler, and the path returned is always of a library that
+    matches its cache record (a damaged entry is rebuilt with a warning; an unwritable cache
+    directory gives a temporary one). Raises CompileError when no compiler is found or the
+    compiler rejects the source (the message quotes the offending source lines).
     """
     command = compiler_command()
     all_flags = build_flags(flags) + _workaround_flags(command)
     key = _cache_key(source, command, all_flags)
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "lib"
-    directory = cache_dir()
-    out = directory / f"{safe}-{key[:40]}{shared_suffix()}"
-    if out.exists():
-        return str(out)
+    entry = cache_entry(cache_dir(), name, key, shared_suffix())
 
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CompileError(f"cannot create the kiln cache directory {directory}: {e}") from None
-    src_path = out.with_suffix(".c")
-    _atomic_write(src_path, source)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=shared_suffix())
-    os.close(fd)
-    try:
-        used = list(all_flags)
-        argv = [*used, "-o", tmp, str(src_path), "-lm"]
-        res = _run(command, argv)
-        if res.returncode != 0:
-            dropped = [f for f in _OPTIONAL_FLAGS
-                       if f in used and not _flag_supported(command, f)]
-            if dropped:
-                used = [f for f in used if f not in dropped]
-                argv = [*used, "-o", tmp, str(src_path), "-lm"]
-                res = _run(command, argv)
-        if res.returncode != 0:
-            raise _compile_error(res, [*command, *argv], src_path, source)
-        os.replace(tmp, out)
-    finally:
-        _unlink(tmp)
-    return str(out)
+    def make(entry: CacheEntry, out: Path) -> None:
+        _compile(command, all_flags, source, entry.path.with_suffix(".c"), out)
+
+    return lookup(entry) or build(entry, make)
+
+
+def _compile(command: tuple[str, ...], flags: list[str], source: str, src_path: Path,
+             out: Path) -> None:
+    """Compile ``source`` (saved at ``src_path``) into the shared library ``out``, retrying
+    without the optional flags the compiler turns out not to support."""
+    atomic_write_text(src_path, source)
+    used = list(flags)
+    argv = [*used, "-o", str(out), str(src_path), "-lm"]
+    res = _run(command, argv)
+    if res.returncode != 0:
+        dropped = [f for f in _OPTIONAL_FLAGS if f in used and not _flag_supported(command, f)]
+        if dropped:
+            used = [f for f in used if f not in dropped]
+            argv = [*used, "-o", str(out), str(src_path), "-lm"]
+            res = _run(command, argv)
+    if res.returncode != 0:
+        raise _compile_error(res, [*command, *argv], src_path, source)
 
 
 def compile_asm(source: str, *, flags: list[str] | None = None) -> str:

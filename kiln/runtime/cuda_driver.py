@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, TVMError
+from .compile_cache import CacheEntry, build, cache_entry, lookup
 from .device import CUDA, Device
 from .ndarray import register_device_allocator
 
@@ -158,7 +159,7 @@ def _numbered(source: str, log: str, context: int = 3) -> str:
     return "\n".join(f"{k:5d}  {lines[k - 1]}" for k in sorted(wanted))
 
 
-def _cache_path(source: str, arch: str, fmt: str, options: Sequence[str]) -> Path:
+def _cache_entry(source: str, arch: str, fmt: str, options: Sequence[str]) -> CacheEntry:
     from .compiler import cache_dir
 
     try:
@@ -166,22 +167,31 @@ def _cache_path(source: str, arch: str, fmt: str, options: Sequence[str]) -> Pat
     except CompileError:
         ver = "?"
     h = hashlib.sha256("\0".join([source, arch, fmt, ver, *options]).encode()).hexdigest()
-    return cache_dir() / "cuda" / f"{h[:32]}.{fmt}"
+    return cache_entry(cache_dir() / "cuda", "kernels", h, f".{fmt}")
 
 
 def compile_cuda(source: str, arch: str = "sm_80", fmt: str = "cubin",
                  options: Sequence[str] = (), name: str = "kiln_kernels.cu") -> bytes:
     """Compile CUDA C ``source`` with NVRTC for ``arch`` (``sm_80``, ``sm_90``...) to a cubin
     (``fmt="cubin"``) or PTX text (``fmt="ptx"``, bytes). Results are cached on disk under
-    ``$KILN_CACHE_DIR/cuda``. Raises :class:`kiln.CompileError` with NVRTC's log."""
+    ``$KILN_CACHE_DIR/cuda``, each entry checked before use (``compile_cache.py``). Raises
+    :class:`kiln.CompileError` with NVRTC's log."""
     if fmt not in ("cubin", "ptx"):
         raise ValueError(f"compile_cuda: fmt must be 'cubin' or 'ptx', got {fmt!r}")
     if not arch.startswith(("sm_", "compute_")):
         raise ValueError(f"compile_cuda: arch must look like 'sm_80', got {arch!r}")
     n = _nvrtc()
-    path = _cache_path(source, arch, fmt, options)
-    if path.is_file():
-        return path.read_bytes()
+    entry = _cache_entry(source, arch, fmt, options)
+
+    def make(entry: CacheEntry, out: Path) -> None:
+        out.write_bytes(_nvrtc_compile(n, source, arch, fmt, options, name))
+
+    return Path(lookup(entry) or build(entry, make)).read_bytes()
+
+
+def _nvrtc_compile(n: Any, source: str, arch: str, fmt: str, options: Sequence[str],
+                   name: str) -> bytes:
+    """The cubin or PTX NVRTC makes of ``source`` (not cached)."""
     virtual = "compute_" + arch.split("_", 1)[1]
     target = arch if fmt == "cubin" else virtual
     opts = [f"--gpu-architecture={target}", "--std=c++17", *options]
@@ -216,13 +226,6 @@ def compile_cuda(source: str, arch: str = "sm_80", fmt: str = "cubin",
             raise CompileError(f"NVRTC could not return the {fmt}: {_enum_name(err)}")
     finally:
         n.nvrtcDestroyProgram(prog)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # the cache is an optimisation
     return data
 
 

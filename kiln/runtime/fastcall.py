@@ -8,6 +8,12 @@ Two implementations of ``call(func_ptr, error_ptr, args)`` share one behaviour:
   headers, no compiler) or when ``KILN_NO_FASTCALL=1`` is set.
 
 ``CALL`` is the implementation in use; it resolves itself on the first call.
+
+Only a local :class:`NDArray` is passed as a tensor: its ``_handle`` is the address of a
+DLTensor in this process. Any other object, including one with a ``_handle`` of its own (an
+RPC session's remote array, whose handle is a number in the server's table), is rejected
+before the call by :func:`reject_argument` (TVMError for such foreign arrays, TypeError for
+other types), so compiled code never dereferences a foreign address.
 """
 
 from __future__ import annotations
@@ -23,14 +29,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..errors import CompileError, TVMError
 from .compiler import compile_shared
+from .ndarray import NDArray
 
-__all__ = ["CALL", "ctypes_call", "load_extension", "use_backend", "backend"]
+__all__ = ["CALL", "ctypes_call", "load_extension", "use_backend", "backend", "reject_argument"]
 
 _log = logging.getLogger("kiln.runtime")
 _EXT_NAME = "_kiln_fastcall"
@@ -56,6 +63,24 @@ _ERROR_T = ctypes.CFUNCTYPE(ctypes.c_char_p)
 _PROTOS: dict[int, Any] = {}
 
 
+def reject_argument(i: int, a: Any) -> NoReturn:
+    """Raise the error for argument ``i``, which compiled code cannot take: TVMError for an
+    array that is not a local NDArray (a remote array of an RPC session, another library's
+    object with a ``_handle``), TypeError for any other type."""
+    device = getattr(a, "device", None)
+    if getattr(device, "_rpc_session", None) is not None:
+        raise TVMError(f"arg{i}: a remote array on {device!r} cannot be passed to a local "
+                       "function; copy it here with tvm.nd.array(x.numpy()), or call the "
+                       "function of the remote module")
+    if hasattr(a, "_handle"):
+        raise TVMError(f"arg{i}: a {type(a).__name__} is not a kiln NDArray of this process; "
+                       "convert it with tvm.nd.array(...) or tvm.nd.from_dlpack(...)")
+    raise TypeError(
+        f"argument {i} has unsupported type '{type(a).__name__}'; "
+        "expected an NDArray, int or float"
+    )
+
+
 def _convert(i: int, a: Any, vals: Any, codes: Any) -> None:
     if isinstance(a, float):
         vals[i].v_float64, codes[i] = a, KILN_FLOAT
@@ -63,17 +88,14 @@ def _convert(i: int, a: Any, vals: Any, codes: Any) -> None:
         if not -(2**63) <= a < 2**63:
             raise OverflowError(f"argument {i}: integer does not fit in int64")
         vals[i].v_int64, codes[i] = a, KILN_INT
-    elif hasattr(a, "_handle"):
+    elif isinstance(a, NDArray):
         vals[i].v_handle, codes[i] = a._handle, KILN_DLTENSOR
     elif isinstance(a, (np.bool_, np.integer)):
         _convert(i, int(a), vals, codes)
     elif isinstance(a, np.floating):
         vals[i].v_float64, codes[i] = float(a), KILN_FLOAT
     else:
-        raise TypeError(
-            f"argument {i} has unsupported type '{type(a).__name__}'; "
-            "expected an NDArray, int or float"
-        )
+        reject_argument(i, a)
 
 
 def ctypes_call(func_ptr: int, error_ptr: int, args: tuple) -> None:
@@ -129,7 +151,7 @@ def _build_and_import() -> ModuleType:
     assert spec is not None
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
-    mod.init(TVMError, np.bool_, np.integer, np.floating)
+    mod.init(TVMError, np.bool_, np.integer, np.floating, NDArray, reject_argument)
     return mod
 
 

@@ -158,7 +158,7 @@ class GraphModule:
         self._params: dict[str, NDArray] = {}
         for t in plan["tensors"]:
             if "const" in t and t["const"] in module.consts:
-                a = array(np.ascontiguousarray(module.consts[t["const"]]), self.dev)
+                a = array(np.array(module.consts[t["const"]], order="C"), self.dev)
                 self._params[t["const"]] = a
             elif "const" in t:  # a graph JSON without its parameters: set_input/load_params
                 a = empty(t["shape"], t["dtype"], self.dev)

@@ -53,6 +53,21 @@ static void kiln_set_error(const char* fmt, ...) {
   va_end(ap);
 }
 
+/* Whether the memory of two compact tensors overlaps: the argument checks reject an output
+ * that overlaps another argument, since the compute function takes restrict pointers. An
+ * empty tensor overlaps nothing. */
+static inline int64_t kiln_tensor_nbytes(const DLTensor* t) {
+  int64_t n = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+  for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
+  return n;
+}
+
+static inline int kiln_tensors_overlap(const DLTensor* a, const DLTensor* b) {
+  uintptr_t a0 = (uintptr_t)a->data + a->byte_offset, b0 = (uintptr_t)b->data + b->byte_offset;
+  int64_t na = kiln_tensor_nbytes(a), nb = kiln_tensor_nbytes(b);
+  return na > 0 && nb > 0 && a0 < b0 + (uintptr_t)nb && b0 < a0 + (uintptr_t)na;
+}
+
 /* Floor division and modulo (round toward minus infinity), branch-free so that the C
  * compiler hoists and vectorizes them like plain arithmetic: the truncating quotient is one
  * too big exactly when the remainder is non-zero and its sign differs from the divisor's.

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable
 
 from kiln.ir import dtype as dt
 from kiln.ir.expr import CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var
-from kiln.ir.op import convert, emax, emin, make_const, match_types, max_value, min_value
+from kiln.ir.op import (
+    convert,
+    emax,
+    emin,
+    index_dtype,
+    make_const,
+    match_types,
+    max_value,
+    min_value,
+)
 
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -24,29 +34,40 @@ def size_var(name: str = "size", dtype: str = "int32") -> SizeVar:
 
 def placeholder(shape, dtype: str | None = None, name: str = "placeholder") -> Tensor:
     """An input tensor of ``shape`` (ints and/or vars); dtype defaults to float32."""
-    shape = _shape_tuple(shape)
+    shape = _shape_tuple(shape, "te.placeholder")
     return PlaceholderOp(name, shape, dt.normalize(dtype or "float32")).output(0)
 
 
-def _shape_tuple(shape) -> tuple:
-    if isinstance(shape, int | PrimExpr):
+def _shape_tuple(shape, primitive: str) -> tuple[PrimExpr, ...]:
+    """``shape`` as integer expressions. As in TVM, a Python float that is a whole number
+    (``N / bn`` with ``bn`` dividing ``N``) is taken as that integer."""
+    if isinstance(shape, numbers.Real | PrimExpr):
         shape = (shape,)
-    out = []
-    for s in shape:
-        e = convert(s)
-        if not dt.is_integer(e.dtype):
-            raise TypeError(f"shape dimensions must be integers, got {e} ({e.dtype})")
-        out.append(e)
-    return tuple(out)
+    return tuple(_shape_dim(s, primitive) for s in shape)
+
+
+def _shape_dim(size, primitive: str) -> PrimExpr:
+    if isinstance(size, numbers.Real) and not isinstance(size, numbers.Integral):
+        if not float(size).is_integer():
+            raise TypeError(
+                f"{primitive}: shape size {size} is not a whole number; a shape size must be "
+                f"an integer (use // for an integer division, e.g. N // bn)")
+        size = int(size)
+    e = convert(size)
+    if not dt.is_integer(e.dtype):
+        raise TypeError(f"{primitive}: shape dimensions must be integers, got {e} ({e.dtype})")
+    return e
 
 
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
             attrs: dict | None = None):
     """A tensor whose element at index ``i`` is ``fcompute(*i)``; returns a Tensor (or a list
     of Tensors when fcompute returns several values)."""
-    shape = _shape_tuple(shape)
+    shape = _shape_tuple(shape, "te.compute")
     arg_names = _arg_names(fcompute, len(shape))
-    axis = [IterVar(Range(0, extent), Var(n, "int32"), IterVar.DataPar)
+    # int64 axes for a tensor whose size does not fit in int32, as its flat index needs
+    index_type = index_dtype(*shape)
+    axis = [IterVar(Range(0, extent), Var(n, index_type), IterVar.DataPar)
             for n, extent in zip(arg_names, shape, strict=True)]
     body = fcompute(*[iv.var for iv in axis])
     bodies = list(body) if isinstance(body, list | tuple) else [body]
@@ -87,7 +108,8 @@ def reduce_axis(dom, name: str = "rv", thread_tag: str = "") -> IterVar:
             dom = Range(dom[0], dom[1])
         else:
             dom = Range(0, dom)
-    return IterVar(dom, Var(name, "int32"), IterVar.CommReduce, thread_tag)
+    index_type = index_dtype(dom.min + dom.extent)  # the largest value must fit
+    return IterVar(dom, Var(name, index_type), IterVar.CommReduce, thread_tag)
 
 
 def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:

@@ -1,13 +1,15 @@
 """Walking a stage's iteration-variable relations (split / fuse) in both directions.
 
 ``pass_down`` turns ranges of the root axes into ranges of the leaf loops;
-``pass_up`` turns the values of the leaf loops into the values of the root axes.
+``pass_up`` turns the values of the leaf loops into the values of the root axes (an int64
+fused loop gives int32 values to the int32 axes it fuses).
 """
 
 from __future__ import annotations
 
+from kiln.ir import dtype as dt
 from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range
-from kiln.ir.op import floordiv, floormod
+from kiln.ir.op import cast, floordiv, floormod, widen
 
 from .schedule import Fuse, Split, Stage
 
@@ -37,8 +39,18 @@ def pass_down(stage: Stage, ranges: dict[IterVar, Range], simplify) -> None:
                 ranges[rel.inner] = Range.from_min_extent(
                     0, simplify(_ceildiv(parent.extent, rel.nparts)))
         elif isinstance(rel, Fuse):
+            dtype = rel.fused.var.dtype
             a, b = ranges[rel.outer], ranges[rel.inner]
-            ranges[rel.fused] = Range.from_min_extent(0, simplify(a.extent * b.extent))
+            ranges[rel.fused] = Range.from_min_extent(
+                0, simplify(widen(a.extent, dtype) * widen(b.extent, dtype)))
+
+
+def static_extents(stage: Stage) -> dict[IterVar, PrimExpr]:
+    """The extent of every iteration variable of ``stage`` from its axes' domains alone,
+    before bound inference (which may narrow them): what ``fuse`` chooses a dtype by."""
+    ranges = {iv: iv.dom for iv in root_iter_vars(stage)}
+    pass_down(stage, ranges, lambda e: e)
+    return {iv: r.extent for iv, r in ranges.items()}
 
 
 def split_factor(rel: Split, ranges: dict[IterVar, Range]) -> PrimExpr:
@@ -59,12 +71,20 @@ def pass_up(stage: Stage, ranges: dict[IterVar, Range],
         elif isinstance(rel, Fuse):
             inner_ext = ranges[rel.inner].extent
             fused = values[rel.fused]
-            o = floordiv(fused, inner_ext)
-            i = floormod(fused, inner_ext)
+            o = _narrow_to(rel.outer, rel.fused, floordiv(fused, inner_ext))
+            i = _narrow_to(rel.inner, rel.fused, floormod(fused, inner_ext))
             omin, imin = ranges[rel.outer].min, ranges[rel.inner].min
             values[rel.outer] = o + omin if not _is_zero(omin) else o
             values[rel.inner] = i + imin if not _is_zero(imin) else i
     return values
+
+
+def _narrow_to(iv: IterVar, fused: IterVar, value: PrimExpr) -> PrimExpr:
+    """The value of ``iv`` recovered from the wider loop ``fused`` (an int64 fusion of int32
+    axes), in ``iv``'s dtype; otherwise ``value`` as it is."""
+    if dt.bits(fused.var.dtype) > dt.bits(iv.var.dtype):
+        return cast(value, iv.var.dtype)
+    return value
 
 
 def _is_zero(e: PrimExpr) -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kiln.errors import ScheduleError
+from kiln.ir import dtype as dt
 from kiln.ir.expr import IterVar, PrimExpr, Range, Var
-from kiln.ir.op import convert
+from kiln.ir.op import convert, index_dtype
 
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
@@ -53,8 +54,8 @@ class IterVarAttr:
 _KIND_NAMES = {"parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}
 
 
-def _iv(name: str, kind: int = IterVar.DataPar) -> IterVar:
-    return IterVar(None, Var(name, "int32"), kind)
+def _iv(name: str, dtype: str, kind: int) -> IterVar:
+    return IterVar(None, Var(name, dtype), kind)
 
 
 class Stage:
@@ -145,8 +146,9 @@ class Stage:
                 f"{'factor' if factor is not None else 'nparts'} must be positive, got "
                 f"{amount.value}")
         kind = parent.iter_type
-        outer = _iv(parent.var.name + ".outer", kind)
-        inner = _iv(parent.var.name + ".inner", kind)
+        # both loops count in the dtype of the axis they split (as in TVM)
+        outer = _iv(parent.var.name + ".outer", parent.var.dtype, kind)
+        inner = _iv(parent.var.name + ".inner", parent.var.dtype, kind)
         self.relations.append(Split(parent, outer, inner,
                                     amount if factor is not None else None,
                                     amount if nparts is not None else None))
@@ -184,13 +186,24 @@ class Stage:
                 raise ScheduleError(
                     f"fuse on stage '{self.name}': cannot fuse a data-parallel axis with a "
                     f"reduction axis ('{fused.var.name}' and '{nxt.var.name}')")
-            out = _iv(f"{fused.var.name}.{nxt.var.name}.fused", kind)
+            out = _iv(f"{fused.var.name}.{nxt.var.name}.fused", self._fused_dtype(fused, nxt),
+                      kind)
             self.relations.append(Fuse(fused, nxt, out))
             self.all_iter_vars.append(out)
             pos = self.leaf_iter_vars.index(fused)
             self.leaf_iter_vars[pos:pos + 2] = [out]
             fused = out
         return fused
+
+    def _fused_dtype(self, outer: IterVar, inner: IterVar) -> str:
+        """The dtype of the loop fusing ``outer`` and ``inner``: the wider of theirs (as in
+        TVM), and int64 where the fused extent, from the axes' domains, may not fit in
+        int32 (70000 x 70000)."""
+        from .relations import static_extents  # relations builds on this module
+
+        extents = static_extents(self)
+        return max(outer.var.dtype, inner.var.dtype,
+                   index_dtype(extents[outer], extents[inner]), key=dt.bits)
 
     def reorder(self, *args: IterVar) -> None:
         """Reorder the given loops (the others keep their places).
@@ -254,11 +267,8 @@ class Stage:
                 f"iterations of a reduction depend on each other. Use rfactor to parallelize a "
                 f"reduction, or {kind} a data-parallel axis")
         attr = self._attr(var)
-        if attr.bind_thread is not None:
-            raise ScheduleError(
-                f"{kind} on stage '{self.name}': axis '{var.var.name}' is already bound to "
-                f"{attr.bind_thread.thread_tag}")
-        attr.kind = kind
+        if attr.bind_thread is None:  # as in TVM, a thread binding wins over a loop kind
+            attr.kind = kind
 
     def pragma(self, var: IterVar, pragma_type: str, pragma_value=None) -> None:
         """Attach a pragma to loop ``var`` (e.g. ``auto_unroll_max_step``, ``unroll_explicit``).
@@ -276,6 +286,9 @@ class Stage:
         """Bind loop ``ivar`` to a GPU thread axis (``te.thread_axis``).
 
         Before:: for (i.outer, 0, 64)   After:: // attr [blockIdx.x] thread_extent = 64
+
+        As in TVM, the binding wins over a loop kind: a ``parallel``, ``vectorize`` or
+        ``unroll`` of the same axis, before or after, is dropped.
         """
         self._check_compute("bind")
         self._check_leaf(ivar, "bind")
@@ -284,10 +297,7 @@ class Stage:
                 f"bind on stage '{self.name}', axis '{ivar.var.name}': the second argument "
                 f"must be te.thread_axis('blockIdx.x' | 'threadIdx.x' | 'vthread' ...)")
         attr = self._attr(ivar)
-        if attr.kind:
-            raise ScheduleError(
-                f"bind on stage '{self.name}': axis '{ivar.var.name}' is already marked "
-                f"{attr.kind}")
+        attr.kind = ""
         attr.bind_thread = thread_ivar
 
     def env_threads_(self, threads) -> None:
@@ -516,5 +526,27 @@ def create_schedule(ops) -> Schedule:
     return Schedule(ops)
 
 
+def InferBound(sch: Schedule) -> dict:  # noqa: N802 - TVM's name
+    """TVM's ``te.schedule.InferBound``: the range of every loop of every stage, after
+    inlining (``kiln.te.bound``)."""
+    from kiln.arith import Analyzer
+
+    from .bound import infer_bound
+    from .inline import effective_bodies
+
+    return infer_bound(sch, effective_bodies(sch), Analyzer())
+
+
+def ScheduleOps(sch: Schedule, bounds: dict):  # noqa: N802 - TVM's name
+    """TVM's ``te.schedule.ScheduleOps``: the loop nests of ``sch`` under ``bounds`` (from
+    :func:`InferBound`), before storage flattening. Every tensor is realized in the body."""
+    from kiln.arith import Analyzer
+
+    from .inline import effective_bodies
+    from .schedule_ops import schedule_to_stmt
+
+    return schedule_to_stmt(sch, effective_bodies(sch), bounds, set(), Analyzer())
+
+
 __all__ = ["Schedule", "Stage", "create_schedule", "AutoInlineInjective", "Split", "Fuse",
-           "Range"]
+           "Range", "InferBound", "ScheduleOps"]

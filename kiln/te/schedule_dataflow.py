@@ -170,13 +170,13 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     red: Reduce = op.body[0]
     # the rfactor stage: data axes = copies of op.axis with the factored axis inserted
     rf_axis = IterVar(Range.from_min_extent(0, ranges[axis].extent),
-                      Var(axis.var.name, "int32"), IterVar.DataPar)
+                      Var(axis.var.name, axis.var.dtype), IterVar.DataPar)
     data_axes = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterVar.DataPar)
                  for iv in op.axis]
     rest = [iv for iv in st.leaf_iter_vars
             if iv.iter_type == IterVar.CommReduce and iv is not axis]
     new_reduce = [IterVar(Range.from_min_extent(0, ranges[iv].extent),
-                          Var(iv.var.name, "int32"), IterVar.CommReduce) for iv in rest]
+                          Var(iv.var.name, iv.var.dtype), IterVar.CommReduce) for iv in rest]
     leaf_vals = {axis: rf_axis.var}
     leaf_vals.update({iv: niv.var for iv, niv in zip(rest, new_reduce, strict=True)})
     leaf_vals.update({iv: iv.var for iv in st.leaf_iter_vars if iv not in leaf_vals})
@@ -195,7 +195,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     rf_tensor = rf_op.output(0)
     # the original stage now reduces the partial results over the factored axis
     k_final = IterVar(Range.from_min_extent(0, ranges[axis].extent),
-                      Var(axis.var.name + ".v", "int32"), IterVar.CommReduce)
+                      Var(axis.var.name + ".v", axis.var.dtype), IterVar.CommReduce)
     idx = [iv.var for iv in op.axis]
     idx = idx[:factor_axis] + [k_final.var] + idx[factor_axis:]
     from kiln.ir.expr import IntImm

@@ -14,7 +14,7 @@ from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var
 from kiln.ir.functor import substitute
-from kiln.ir.op import logical_and
+from kiln.ir.op import cast, logical_and
 from kiln.ir.stmt import (
     AttrStmt,
     For,
@@ -106,7 +106,7 @@ class _Builder:
         kind = _KIND[attr.kind] if attr else ForKind.SERIAL
         if attr is not None and attr.bind_thread is not None:
             thread = attr.bind_thread
-            body = substitute(body, {iv.var: thread.var})
+            body = substitute(body, {iv.var: cast(thread.var, iv.var.dtype)})
             return AttrStmt(thread, "thread_extent", r.extent, body)
         loop: Stmt = For(iv.var, 0, r.extent, kind, body)
         if attr is not None:
@@ -195,8 +195,6 @@ def _bounds_to_check(iv: IterVar, r: Range):
 
 
 def _cast_like(v: PrimExpr, dtype: str) -> PrimExpr:
-    from kiln.ir.op import cast
-
     return v if v.dtype == dtype else cast(v, dt.normalize(dtype))
 
 

@@ -17,7 +17,8 @@ does what TVM's ``InjectVirtualThread`` does instead:
 * **private storage** — a buffer allocated under the virtual thread and touched by it gets one
   copy per virtual thread: its allocation grows ``n``-fold and every access is offset by
   ``vx * size``; untouched allocations are shared (for ``cthread``, which may not share,
-  every allocation under it is private);
+  every allocation under it is private); an allocation whose size depends on ``vx`` (symbolic
+  shapes) is not grown: the loop over ``vx`` goes around it, as in TVM;
 * **interleaving** — each remaining statement that touches ``vx`` is repeated for
   ``vx = 0 .. n-1`` (substituted, so the copies sit side by side for instruction-level
   parallelism), or, for more than ``MAX_UNROLL`` virtual threads, a symbolic count, or a
@@ -162,6 +163,8 @@ class _Injector:
             return rebuild(s, then_case=self.inject(s.then_case),
                            else_case=self.inject(s.else_case) if s.else_case else None)
         if isinstance(s, S.Allocate):
+            if self._touches(s.extents):  # a size per virtual thread: a loop around it all
+                return self._interleave(s)
             return self._private(s) if s.buffer_var in self.touched else \
                 rebuild(s, body=self.inject(s.body))
         return self._interleave(s)

@@ -11,16 +11,32 @@ removed (the fast full tiles) and the rest with the guard kept (the tail)::
 
 Loops are tried outermost first, so inner vectorized loops keep their constant extents. The
 split point may be symbolic (dynamic shapes, seed 004); it is clamped to the loop's range.
+With several guards (a virtual thread or an unrolled stage repeats one per copy), numeric
+points are taken one guard at a time (the prefix is split again for the next guard); symbolic
+points give one cut, at the smallest of them, below which every guard is dropped: cutting
+again per guard wrapped each bound in one more min/max (issue 19: minutes to build).
 Guarantee: every iteration runs exactly once and sees the same guard outcome as before.
+
+Option ``partition_const_loop`` (TVM's, read from ``PassContext(config={"tir.LoopPartition":
+{"partition_const_loop": ...}})``): whether loops of constant extent are split too. TVM's
+default is off (a non-dividing constant split keeps one loop and its ``likely`` guard); kiln's
+is on, for the guard-free full tiles. Loops of symbolic extent are split either way, as in TVM.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kiln.arith import Analyzer, IntervalSet, eval_interval
+from kiln.errors import TVMError
 from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, collect_vars, rebuild, substitute
 from kiln.ir.op import emax, emin, floordiv
-from kiln.ir.stmt import For, IfThenElse, seq
+from kiln.ir.stmt import For, IfThenElse, Stmt, seq
+from kiln.ir.transform import PassContext
+
+#: the PassContext config key of this pass's options, as in TVM
+CONFIG_KEY = "tir.LoopPartition"
 
 
 def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
@@ -85,44 +101,81 @@ def _split_point(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer):
     return p
 
 
-class _DropGuard(Mutator):
-    def __init__(self, target: IfThenElse):
+class _DropGuards(Mutator):
+    """The given guard statements replaced by their then-branches."""
+
+    def __init__(self, targets: list[IfThenElse]):
         super().__init__()
-        self.target = target
+        self.targets = {id(g) for g in targets}  # the caller keeps the guards alive
 
     def visit_IfThenElse(self, node):
-        if node is self.target:
+        if id(node) in self.targets:
             return self.visit(node.then_case)
         return self.generic_visit(node)
 
 
 class _Partition(Mutator):
-    def __init__(self):
+    def __init__(self, partition_const_loop: bool):
         super().__init__()
         self.an = Analyzer()
+        self.partition_const_loop = partition_const_loop
 
     def visit_For(self, node: For):
         if not (isinstance(node.min, E.IntImm) and node.min.value == 0):
             return self.generic_visit(node)
+        if isinstance(node.extent, E.IntImm) and not self.partition_const_loop:
+            return self.generic_visit(node)
+        cuts = self._cuts(node)
+        if not cuts:
+            return self.generic_visit(node)
+        if all(isinstance(p, E.IntImm) for _, _, p in cuts):
+            guard, _, p = cuts[0]  # the fast part is cut again for the next guard
+            dropped = [guard]
+        else:  # one cut below which every guard holds (module docstring)
+            p = cuts[0][1]
+            for _, q, _ in cuts[1:]:
+                p = emin(p, q)
+            p = self._clamp(p, node.extent)
+            dropped = [g for g, _, _ in cuts]
+        fast = rebuild(node, extent=p, body=_DropGuards(dropped).visit(node.body))
+        tail = rebuild(node, min=p, extent=self.an.simplify(node.extent - p))
+        return seq(self.visit(fast), self.visit(tail))
+
+    def _clamp(self, p: E.PrimExpr, extent: E.PrimExpr) -> E.PrimExpr:
+        return self.an.simplify(emax(emin(p, extent), E.IntImm(p.dtype, 0)))
+
+    def _cuts(self, node: For) -> list[tuple[IfThenElse, E.PrimExpr, E.PrimExpr]]:
+        """``(guard, p, clamped p)`` for each guard of the body that holds for every inner
+        value exactly when ``node.loop_var < p``; guards whose clamped ``p`` is a number
+        outside ``(0, extent)`` are left out (nothing to cut)."""
         found: list = []
         _guards(node.body, {}, found)
+        cuts = []
         for guard, inner in found:
             if node.loop_var not in collect_vars(guard.condition):
                 continue
-            cond = guard.condition.args[0]
-            p = _split_point(cond, node.loop_var, inner, self.an)
+            p = _split_point(guard.condition.args[0], node.loop_var, inner, self.an)
             if p is None:
                 continue
-            p = self.an.simplify(emax(emin(p, node.extent), E.IntImm(p.dtype, 0)))
-            if isinstance(p, E.IntImm) and (p.value == 0 or self.an.can_prove(
-                    node.extent <= p)):
+            clamped = self._clamp(p, node.extent)
+            if isinstance(clamped, E.IntImm) and (clamped.value == 0 or self.an.can_prove(
+                    node.extent <= clamped)):
                 continue
-            fast = rebuild(node, extent=p, body=_DropGuard(guard).visit(node.body))
-            tail = rebuild(node, min=p, extent=self.an.simplify(node.extent - p))
-            return seq(self.visit(fast), self.visit(tail))
-        return self.generic_visit(node)
+            cuts.append((guard, p, clamped))
+        return cuts
 
 
-def loop_partition(stmt):
-    """Split guarded loops into a guard-free part and a guarded tail (see module docstring)."""
-    return _Partition().visit(stmt)
+def loop_partition(stmt: Stmt, partition_const_loop: bool = True) -> Stmt:
+    """Split guarded loops into a guard-free part and a guarded tail (see module docstring);
+    loops of constant extent only with ``partition_const_loop``."""
+    return _Partition(partition_const_loop).visit(stmt)
+
+
+def partition_const_loop_option(ctx: PassContext) -> bool:
+    """``partition_const_loop`` of ``ctx.config["tir.LoopPartition"]``; kiln's default is True
+    (TVM's is False)."""
+    options = ctx.config.get(CONFIG_KEY, {})
+    if not isinstance(options, Mapping):
+        raise TVMError(f"PassContext config '{CONFIG_KEY}' takes a dict such as "
+                       f"{{\"partition_const_loop\": False}}, got {options!r}")
+    return bool(options.get("partition_const_loop", True))

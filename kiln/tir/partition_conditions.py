@@ -18,9 +18,12 @@ Guarantee: each copy has the same body and the copies cover the loop's range exa
 in order, so the program computes the same values whatever split points are chosen (the
 analysis only decides whether splitting pays). Parallel loops are not split (each copy
 would fork threads), nor vectorized loops that the vectorizer can still handle; at most
-``_MAX_SPLITS`` loops are split per function. Run by ``kiln.build`` for the C backend (TVM
-keeps this behind its ``partition_const_loop`` option), so ``kiln.lower``'s printout is
-unchanged.
+``_MAX_SPLITS`` loops are split per function. Split points must be known up to the loop and
+let variables of the function: a point at a symbolic size (``v < n - o*8``) is not used, as
+the simplifier can rarely order such points against the loop's bounds, so the copies kept
+their conditions and multiplied the code (issue 19); loop_partition has already given such
+loops their guard-free full tiles. Run by ``kiln.build`` for the C backend (TVM keeps this
+behind its ``partition_const_loop`` option), so ``kiln.lower``'s printout is unchanged.
 """
 
 from __future__ import annotations
@@ -132,9 +135,10 @@ def _vectorizable(node: For) -> bool:
 
 
 class _Partitioner:
-    def __init__(self):
+    def __init__(self, defined: set):
         self.an = Analyzer()
         self.splits = 0
+        self.defined = defined  # the loop and let variables of the whole statement
 
     def visit(self, node):
         if isinstance(node, For):
@@ -160,8 +164,8 @@ class _Partitioner:
         lo, hi = [], []
         for c, inner in found:
             r = _holding_range(c, v, inner, local, self.an)
-            if r is None:
-                continue
+            if r is None or not collect_vars(r[1]) <= self.defined:
+                continue  # not linear, or at a symbolic size (see the module docstring)
             (hi if r[0] == "lt" else lo).append(r[1])
         return lo, hi
 
@@ -213,4 +217,4 @@ def _is_stmt(x) -> bool:
 def partition_conditions(stmt):
     """Split loops at the bounds of the conditions they hold (see module docstring); run
     ``simplify`` afterwards to fold the conditions in each copy."""
-    return _Partitioner().visit(stmt)
+    return _Partitioner(_local_vars(stmt)).visit(stmt)

@@ -5,6 +5,8 @@ remains. Argument tensors are accessed through their function buffers with dense
 strides (``a[((i*m) + j)]``); every other realized tensor gets an ``Allocate`` of the region
 bound inference gave it (extents widened to a constant upper bound where the analyzer can find
 one, so an allocation inside a loop has a fixed size), indexed relative to the region's start.
+As in TVM, a buffer whose size does not fit in int32 (``index_dtype`` of its shape) is indexed
+in int64 even where its indices are int32: ``a[((int64(i)*70000) + int64(j))]``.
 """
 
 from __future__ import annotations
@@ -13,26 +15,27 @@ from kiln.arith import Analyzer
 from kiln.errors import TVMError
 from kiln.ir.expr import IntImm, Load, PrimExpr, Var
 from kiln.ir.functor import Mutator
-from kiln.ir.op import convert, floordiv
+from kiln.ir.op import convert, floordiv, index_dtype, widen
 from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
 
 
 class _Entry:
     def __init__(self, data: Var, dtype: str, mins: list[PrimExpr], strides: list[PrimExpr],
-                 name: str):
+                 name: str, index_type: str):
         self.data = data
         self.dtype = dtype
         self.mins = mins
         self.strides = strides
         self.name = name
+        self.index_type = index_type
 
     def flat_index(self, indices) -> PrimExpr:
         if not indices:
-            return IntImm("int32", 0)
+            return IntImm(self.index_type, 0)
         acc: PrimExpr | None = None
         for idx, lo, stride in zip(indices, self.mins, self.strides, strict=True):
             term = idx - lo if not (isinstance(lo, IntImm) and lo.value == 0) else idx
-            term = term * stride
+            term = widen(term, self.index_type) * widen(stride, self.index_type)
             acc = term if acc is None else acc + term
         return acc
 
@@ -44,7 +47,7 @@ class _Flattener(Mutator):
         self.analyzer = analyzer
         for tensor, buf in buffers.items():
             self.entries[tensor] = _Entry(buf.data, buf.dtype, [convert(0)] * len(buf.shape),
-                                          buf.dense_strides(), buf.name)
+                                          buf.dense_strides(), buf.name, index_dtype(*buf.shape))
 
     def _entry(self, tensor):
         e = self.entries.get(tensor)
@@ -66,6 +69,7 @@ class _Flattener(Mutator):
     def visit_ProducerRealize(self, node):
         t = node.producer
         extents = [self._const_upper(r.extent) for r in node.bounds]
+        index_type = index_dtype(*extents)
         align = {d: (f, o) for d, f, o in node.align}
         strides: list[PrimExpr] = []
         acc: PrimExpr = convert(1)
@@ -74,10 +78,11 @@ class _Flattener(Mutator):
                 f, o = align[d]
                 acc = floordiv(acc + (f - o) - 1 + f, f) * f + o - f
             strides.append(acc)
-            acc = acc * extents[d]
+            acc = widen(acc, index_type) * extents[d]
         strides.reverse()
         data = Var(t.name, "handle")
-        self.entries[t] = _Entry(data, t.dtype, [r.min for r in node.bounds], strides, t.name)
+        self.entries[t] = _Entry(data, t.dtype, [r.min for r in node.bounds], strides, t.name,
+                                 index_type)
         body = self.visit(node.body)
         size = [self.analyzer.simplify(acc)] if extents else [convert(1)]
         return Allocate(data, t.dtype, size, IntImm("bool", 1), body, scope=node.scope)
@@ -87,7 +92,7 @@ class _Flattener(Mutator):
         if isinstance(extent, IntImm):
             return extent
         hi = self.analyzer.const_int_bound(extent)[1]
-        return IntImm("int32", hi) if hi is not None else extent
+        return convert(hi) if hi is not None else extent
 
     def visit_ProducerStore(self, node):
         e = self._entry(node.producer)

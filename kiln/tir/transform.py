@@ -15,7 +15,7 @@ from kiln.ir.stmt import IRModule, PrimFunc, Stmt
 from kiln.ir.transform import Pass, PassContext, PassInfo, pass_decorator
 
 from .inject_virtual_thread import inject_virtual_thread
-from .loop_partition import loop_partition
+from .loop_partition import loop_partition, partition_const_loop_option
 from .remove_no_op import remove_no_op
 from .unroll import auto_unroll
 from .vectorize import vectorize
@@ -55,8 +55,14 @@ def _body_pass(name: str, rewrite: Callable[[Stmt], Stmt]) -> Callable[[], PrimF
     return make
 
 
+def LoopPartition() -> PrimFuncPass:
+    """``tvm.tir.transform.LoopPartition()``: loop_partition on every PrimFunc, with the
+    ``tir.LoopPartition`` options of the PassContext it runs in."""
+    return PrimFuncPass(lambda f, _mod, ctx: f.with_body(
+        loop_partition(f.body, partition_const_loop_option(ctx))), PassInfo(0, "LoopPartition"))
+
+
 Simplify = _body_pass("Simplify", simplify_stmt)
-LoopPartition = _body_pass("LoopPartition", loop_partition)
 VectorizeLoop = _body_pass("VectorizeLoop", vectorize)
 UnrollLoop = _body_pass("UnrollLoop", auto_unroll)
 InjectVirtualThread = _body_pass("InjectVirtualThread", inject_virtual_thread)

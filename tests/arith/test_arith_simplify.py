@@ -183,6 +183,31 @@ def test_min_max():
     assert text(emin(i + 1, n), an) == "(i + 1)"
 
 
+def test_min_max_from_the_parts_of_a_side():
+    """Undecided by the bounds of ``a - b``: the parts of min/max and floordiv sides decide."""
+    strict = Analyzer(nonneg_free_vars=False)
+    assert text(emin(floordiv(x + 6, c(7)), floordiv(x + 5, c(7)))) == "floordiv((x + 5), 7)"
+    assert text(emax(floordiv(x + 3, c(4)), floordiv(x + 1, c(4)))) == "floordiv((x + 3), 4)"
+    assert text(emin(floordiv(x, c(4)), floordiv(y, c(4)))) == \
+        "min(floordiv(x, 4), floordiv(y, 4))"
+    assert text(emax(x - 3, emax(x - 3, c(0)))) == "max((x - 3), 0)"
+    assert text(emin(emin(x, c(7)), emax(y, c(8))), strict) == "min(x, 7)"
+    assert text(emin(x, emin(y, c(3))), strict) == "min(x, min(y, 3))"
+
+
+def test_min_max_chain_drops_dominated_operands():
+    """Wherever it sits in a chain, an operand that another one dominates goes (the survivor
+    takes the place of the pair); a loop cut at several symbolic points keeps one term per
+    point."""
+    assert text(emin(emin(x - 3, y), x - 2)) == "min((x - 3), y)"
+    assert text(emin(emin(x - 2, y), x - 3)) == "min((x - 3), y)"
+    points = [floordiv(n - m + k, c(7)) for k in range(7)]
+    chain = points[0]
+    for p in points[1:]:
+        chain = emin(chain, emin(p, floordiv(m + 20, c(21))))
+    assert text(chain) == "min(floordiv((n - m), 7), floordiv((m + 20), 21))"
+
+
 def test_sign_assumption_of_free_vars():
     assert text(emax(x, c(0))) == "x"
     assert text(emin(x, x + y)) == "x"
@@ -225,6 +250,19 @@ def test_comparisons_from_bounds():
     assert text(i < 8, an) == "True"
     assert text(i < 7, an) == "(i < 7)"
     assert text(i > 9, an) == "False"
+
+
+def test_comparisons_from_the_parts_of_a_side():
+    strict = Analyzer(nonneg_free_vars=False)
+    assert text(emin(x, c(7)) < emax(y, c(8)), strict) == "True"
+    assert text(emax(x, c(9)) <= emin(y, c(8)), strict) == "False"
+    assert text(emax(x, c(3)) <= emin(y, c(8)), strict) == "(max(x, 3) <= min(y, 8))"
+    assert text(emax(emin(x, c(3)), c(1)) <= c(3), strict) == "True"
+    assert text(emax(emin(x, c(3)), c(1)) > c(3), strict) == "False"
+    assert text(floordiv(x, c(4)) < floordiv(x + 4, c(4)), strict) == "True"
+    assert text(floordiv(x, c(4)) <= floordiv(x + 3, c(4)), strict) == "True"
+    assert text(floordiv(x, c(4)) < floordiv(x + 3, c(4)), strict) == \
+        "(floordiv(x, 4) < floordiv((x + 3), 4))"
 
 
 def test_logic():

@@ -112,9 +112,12 @@ def test_fork_map_collects_results_errors_and_timeouts():
     assert out[0][0] == "timeout"
 
 
-def test_measure_option_errors():
-    with pytest.raises(TypeError, match="builder and runner objects"):
-        autotvm.measure_option(builder="local")
+def test_measure_option_defaults_and_names():
     opt = autotvm.measure_option()
     assert isinstance(opt["builder"], autotvm.LocalBuilder)
     assert np.isfinite(opt["runner"].timeout)
+    opt = autotvm.measure_option(builder="local", runner="local")  # as TVM accepts
+    assert isinstance(opt["builder"], autotvm.LocalBuilder)
+    assert isinstance(opt["runner"], autotvm.LocalRunner)
+    with pytest.raises(ValueError, match="invalid runner 'rpc'; pass \"local\" or a runner"):
+        autotvm.measure_option(builder="local", runner="rpc")

@@ -99,3 +99,41 @@ def test_unbound_shape_variable_is_a_build_error():
     with pytest.raises(kiln.TVMError, match="uses variable 'n', which is neither a scalar "
                                             "argument nor a plain dimension"):
         kiln.build(s, [A, B])
+
+
+def _shape_also_scalar(tensors_first: bool):
+    """``B = A * 2`` over (n, m), with ``n`` and ``m`` also passed as scalar arguments, after
+    the tensors (``[A, B, n, m]``) or before them (``[n, m, A, B]``)."""
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    return s, ([A, B, n, m] if tensors_first else [n, m, A, B])
+
+
+@pytest.mark.parametrize("tensors_first", [True, False])
+def test_shape_variable_passed_as_scalar_is_checked_against_the_shape(tensors_first):
+    """As in TVM, scalar arguments are bound first and each dimension they give is checked:
+    the C entry declares ``n`` once, and C and the CUDA host checker say the same."""
+    s, args = _shape_also_scalar(tensors_first)
+    func = kiln.lower(s, args)["main"]
+    (tensor_a,) = [a for a in describe(func, "cpu").args if a.var.name == "A"]
+    assert [d.kind for d in tensor_a.dims] == ["deferred", "deferred"]
+    mod = kiln.build(s, args)
+    checker = ArgChecker(func.__class__(func.params, func.buffer_map, func.body,
+                                        "default_function"))
+    a = kiln.nd.array(np.arange(30, dtype="float32").reshape(10, 3))
+    b = kiln.nd.array(np.zeros((10, 3), "float32"))
+
+    def call(n):
+        return (a, b, n, 3) if tensors_first else (n, 3, a, b)
+
+    mod(*call(10))
+    np.testing.assert_allclose(b.numpy(), a.numpy() * 2)
+    a_index = 0 if tensors_first else 2
+    want = (f"Assert fail: (n == arg{a_index}.shape[0]), Argument arg{a_index}.shape[0] has an "
+            f"unsatisfied constraint: expected 12, got 10")
+    assert _message(mod, *call(12)) == want
+    with _on_cuda(a, b):
+        assert checker(call(10))[func.params[2 if tensors_first else 0]] == 10
+        assert _message(lambda *xs: checker(xs), *call(12)) == want

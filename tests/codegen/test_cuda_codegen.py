@@ -183,3 +183,26 @@ def test_shared_memory_allocation_respects_relaxation_only_for_shared():
     s[AL].compute_at(s[B], j)
     text = str(kiln.lower(s, [A, B], simple_mode=True))
     assert "allocate A.local[float32 * 1]" in text
+
+
+def test_kernel_beyond_int32_indexes_in_int64():
+    """2^31 + 5 elements (docs/codegen.md "Index types"): the split loops are int64, so the
+    thread indices are cast to ``long long`` before the index arithmetic."""
+    n = 2**31 + 5
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=256)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    mod = build_cuda(s, [A, B, C])
+    src = _source(mod)
+    index = "((((long long)(((int)blockIdx.x))) * 256LL) + ((long long)(((int)threadIdx.x))))"
+    assert f"C[{index}] = (A[{index}] + B[{index}]);" in src
+    assert f"if (__builtin_expect(!!(({index} < 2147483653LL)), 1))" in src
+    (k,) = _kernels(mod)
+    assert int(k.grid[0]) == 8388609
+    if have_nvrtc():
+        assert ".visible .entry default_function_kernel0" in mod.imported_modules[0].get_source(
+            "ptx")

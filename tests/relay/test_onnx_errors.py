@@ -59,3 +59,120 @@ def test_reshape_needs_constant_shape():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(NotImplementedError, match="rs"):
         relay.frontend.from_onnx(m)
+
+
+# ---- the importer's boundary: each invalid model is a kiln error naming what is wrong ----
+
+def _conv_model(x_type=TensorProto.FLOAT, w_dtype=np.float32, opset=13, **conv_attrs):
+    """x [1, 2, 5, 5] -> Conv (node 'c0', weight 'w' [3, 2, 3, 3]) -> y."""
+    conv_attrs.setdefault("pads", [1, 1, 1, 1])
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="c0", **conv_attrs)], "g",
+        [helper.make_tensor_value_info("x", x_type, [1, 2, 5, 5])],
+        [helper.make_tensor_value_info("y", x_type, [1, 3, 5, 5])],
+        [numpy_helper.from_array(np.ones((3, 2, 3, 3), w_dtype), "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("data", [b"\x0a\xff", _conv_model().SerializeToString()[:-7]])
+def test_bad_model_bytes_are_not_a_valid_onnx_model(data):
+    with pytest.raises(OnnxImportError, match="not a valid ONNX model|malformed ONNX model"):
+        relay.frontend.from_onnx(data)
+
+
+def test_model_bytes_are_accepted():
+    mod, params = relay.frontend.from_onnx(_conv_model().SerializeToString())
+    assert mod["main"].outputs[0].shape == (1, 3, 5, 5) and set(params) == {"w"}
+
+
+@pytest.mark.parametrize("opset", [99, 5])
+def test_opset_outside_kilns_range(opset):
+    with pytest.raises(NotImplementedError, match=f"opset {opset} is not supported"):
+        relay.frontend.from_onnx(_conv_model(opset=opset))
+
+
+def test_double_input_into_float_conv_is_an_error():
+    with pytest.raises(OnnxImportError, match="c0"):  # the ONNX type rule: T bound twice
+        relay.frontend.from_onnx(_conv_model(x_type=TensorProto.DOUBLE))
+    # a valid all-double Conv: kiln's convolutions are float32 only
+    with pytest.raises(NotImplementedError, match=r"'c0'.*float64.*Conv for float32"):
+        relay.frontend.from_onnx(_conv_model(x_type=TensorProto.DOUBLE, w_dtype=np.float64))
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"strides": [1]}, "strides"),
+    ({"pads": [1, 1]}, "pads"),
+    ({"pads": [-1, 0, 0, 0]}, "pads"),
+    ({"dilations": [0, 1]}, "dilations"),
+    ({"group": 2}, "c0"),
+    ({"auto_pad": "SIDEWAYS"}, "auto_pad"),
+])
+def test_bad_conv_attributes_name_the_node(attrs, match):
+    with pytest.raises(OnnxImportError, match=match) as e:
+        relay.frontend.from_onnx(_conv_model(**attrs))
+    assert "c0" in str(e.value)
+
+
+def _unary(op, x_shape, opset=13, inits=(), inputs=(), **attrs):
+    """x -> op (node 'n0', the other inputs ``inputs``) -> y of unknown dimensions."""
+    g = helper.make_graph([helper.make_node(op, ["x", *inputs], ["y"], name="n0", **attrs)],
+                          "g", [_io("x", x_shape)], [_io("y", [None] * len(x_shape))],
+                          list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("model", [
+    _unary("Softmax", [2, 3], axis=2),
+    _unary("Flatten", [2, 3], axis=-3),
+    _unary("Concat", [2, 3], axis=-3),
+    _unary("Transpose", [2, 3], perm=[0, 0]),
+    _unary("Unsqueeze", [2, 3], inits=[numpy_helper.from_array(np.array([3], np.int64), "a")],
+           inputs=["a"]),
+])
+def test_out_of_range_axes_are_errors_not_wrapped(model):
+    with pytest.raises(OnnxImportError, match="n0"):
+        relay.frontend.from_onnx(model)
+
+
+def test_batch_norm_parameters_must_be_per_channel():
+    inits = [numpy_helper.from_array(np.ones(s, np.float32), n)
+             for n, s in [("g", [4]), ("b", [4]), ("m", []), ("v", [4])]]
+    m = _unary("BatchNormalization", [1, 4, 2, 2], inits=inits, inputs=["g", "b", "m", "v"])
+    with pytest.raises(OnnxImportError, match=r"'n0'.*must have shape \[4\]"):
+        relay.frontend.from_onnx(m)
+
+
+def test_required_input_left_empty():
+    m = _unary("Concat", [2, 3], inputs=[""], axis=0)
+    with pytest.raises(OnnxImportError, match=r"'n0'.*input 1 .* not optional"):
+        relay.frontend.from_onnx(m)
+
+
+def test_graph_input_types_and_dims():
+    def model(elem, dims):
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", elem, dims)],
+                              [helper.make_tensor_value_info("y", elem, [None])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+    with pytest.raises(OnnxImportError, match="'x' has element type 12345"):
+        relay.frontend.from_onnx(model(12345, [2]))
+    with pytest.raises(NotImplementedError, match="'x' is a bfloat16 tensor"):
+        relay.frontend.from_onnx(model(TensorProto.BFLOAT16, [2]))
+    with pytest.raises(NotImplementedError, match=r"'x' has shape \[2, 0\]"):
+        relay.frontend.from_onnx(model(TensorProto.FLOAT, [2, 0]))
+    with pytest.raises(OnnxImportError, match="rank 1, but the model's input 'x' has rank 2"):
+        relay.frontend.from_onnx(model(TensorProto.FLOAT, [2, 3]), shape={"x": (6,)})
+
+
+def test_graph_without_outputs():
+    m = _unary("Relu", [2])
+    del m.graph.output[:]
+    with pytest.raises(OnnxImportError, match="no outputs"):
+        relay.frontend.from_onnx(m)
+
+
+def test_operator_type_that_is_not_utf8():
+    data = _conv_model().SerializeToString().replace(b"Conv", b"\xff\xfenv")
+    with pytest.raises(OnnxImportError, match="not valid UTF-8"):
+        relay.frontend.from_onnx(data)

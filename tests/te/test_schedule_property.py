@@ -1,12 +1,18 @@
 """Schedules never change results: random computations under random legal schedules.
 
 Hypothesis draws a computation (elementwise, broadcast, reduction, padding stencil, a two-stage
-pipeline), then a random sequence of legal primitives on its stages, builds it and compares
-with a numpy reference. The examples are the same on every run (derandomized); their number is
-the Hypothesis profile's (tests/conftest.py; KILN_HYPOTHESIS_PROFILE=thorough for a long fuzz run).
+pipeline) over constant or symbolic shapes (``te.var`` n and m, bound when the kernel runs),
+then a random sequence of legal primitives on its stages, builds it and compares with a numpy
+reference. Every build must also finish within ``BUILD_BUDGET_S`` (issue 19: a kernel over
+symbolic shapes builds in well under a second; the budget is generous so that a busy machine
+does not fail it, but a pass that multiplies code fails it by far). The examples are the same
+on every run (derandomized); their number is the Hypothesis profile's (tests/conftest.py;
+KILN_HYPOTHESIS_PROFILE=thorough for a long fuzz run).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +21,10 @@ from hypothesis import strategies as st
 
 import kiln
 from kiln import te
+from kiln.arith import evaluate
+
+#: seconds any drawn schedule may take to build (lowering, target passes, C compiler)
+BUILD_BUDGET_S = 20.0
 
 
 # ---- computations: (tensors, output, intermediate stages, numpy reference) -----------------
@@ -55,8 +65,9 @@ def stencil(n, m):
     C = te.compute((n, m), lambda i, j: P[i, j] + P[i + 1, j + 1] + P[i + 2, j + 2], name="C")
 
     def ref(a):
+        rows, cols = a.shape
         p = np.pad(a, 1)
-        return p[:n, :m] + p[1:n + 1, 1:m + 1] + p[2:, 2:]
+        return p[:rows, :cols] + p[1:rows + 1, 1:cols + 1] + p[2:, 2:]
 
     return [A], C, [P], ref
 
@@ -139,22 +150,38 @@ def apply_random_schedule(draw, s, out, inter, log):
 def scheduled_case(draw):
     kind = draw(st.sampled_from(KINDS))
     n, m = draw(st.integers(1, 13)), draw(st.integers(3, 13))
-    inputs, out, inter, ref = kind(n, m)
+    if draw(st.booleans()):  # symbolic shapes, bound to (n, m) when the kernel runs
+        nv, mv = te.var("n"), te.var("m")
+        inputs, out, inter, ref = kind(nv, mv)
+        sizes = {nv: n, mv: m}
+        log: list[str] = [f"{kind.__name__}(n={n}, m={m})"]
+    else:
+        inputs, out, inter, ref = kind(n, m)
+        sizes = {}
+        log = [f"{kind.__name__}({n}, {m})"]
     s = te.create_schedule(out.op)
-    log: list[str] = [f"{kind.__name__}({n}, {m})"]
     apply_random_schedule(draw, s, out, inter, log)
-    return "; ".join(log), s, inputs, out, ref
+    return "; ".join(log), s, inputs, out, ref, sizes
+
+
+def _shape(t, sizes: dict) -> list[int]:
+    return [int(evaluate(d, sizes)) for d in t.shape]
 
 
 @pytest.mark.slow
 @settings(derandomize=True)
 @given(scheduled_case())
 def test_random_schedule_matches_numpy(case):
-    name, s, inputs, out, ref = case
+    name, s, inputs, out, ref, sizes = case
+    start = time.perf_counter()
     mod = kiln.build(s, inputs + [out])
+    took = time.perf_counter() - start
+    assert took < BUILD_BUDGET_S, (
+        f"{name}: the build took {took:.1f} s, over the {BUILD_BUDGET_S:.0f} s budget; "
+        f"KILN_DEBUG=1 shows the IR after each pass (look for a pass that multiplies code)")
     rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in inputs]
-    result = kiln.nd.empty([int(d) for d in out.shape], "float32")
+    arrays = [rng.standard_normal(_shape(t, sizes)).astype("float32") for t in inputs]
+    result = kiln.nd.empty(_shape(out, sizes), "float32")
     mod(*[kiln.nd.array(a) for a in arrays], result)
     np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4,
                                err_msg=f"{name}\n{kiln.lower(s, inputs + [out])}")

@@ -109,6 +109,30 @@ def test_nested_virtual_threads_on_two_axes(nv):
     _run(s, [A, B, C])
 
 
+def test_allocation_sized_per_virtual_thread_gets_the_loop_around_it():
+    """Over symbolic shapes a stage computed under a virtual thread may need a buffer whose
+    size depends on the virtual thread: it cannot grow n-fold, so the loop over the virtual
+    threads goes around the allocation (as in TVM) instead of leaving ``vthread`` unbound."""
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    T = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="T")
+    C = te.compute((n, m), lambda i, j: T[i, j] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    fused = s[C].fuse(*C.op.axis)
+    outer, inner = s[C].split(fused, nparts=3)
+    vt, _ = s[C].split(inner, factor=8)
+    s[C].bind(vt, te.thread_axis("vthread"))
+    s[T].compute_at(s[C], vt)
+    text = str(kiln.lower(s, [A, C], simple_mode=True))
+    assert text.index("for (vthread") < text.index("allocate T")
+    mod = kiln.build(s, [A, C])
+    for shape in ((1, 1), (5, 7), (13, 13)):
+        a = np.random.default_rng(0).standard_normal(shape).astype("float32")
+        c = kiln.nd.empty(shape)
+        mod(kiln.nd.array(a), c)
+        np.testing.assert_allclose(c.numpy(), a * 2 + 1, rtol=1e-6)
+
+
 def test_injection_golden(golden):
     """Two virtual threads over a hand-built body: the private L doubles and its accesses are
     offset by 4 per thread; the statement that ignores the virtual thread (T = A*2) runs once;

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+import kiln
 from kiln import te, tir
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
@@ -59,3 +61,98 @@ def test_loop_without_guard_is_kept():
     A, B = tir.decl_buffer((16,), name="A"), tir.decl_buffer((16,), name="B")
     plain = loop(i, 16, S.Store(B.data, E.Load("float32", A.data, i), i))
     assert loop_partition(plain) is plain
+
+
+def test_several_symbolic_guards_give_one_cut():
+    """Four guards at four symbolic points (as a virtual thread or an unrolled stage repeats
+    them): one cut below which all hold, not one cut per guard, which nested each bound one
+    min/max deeper (issue 19); the bound keeps the smallest point only."""
+    n = te.size_var("n")
+    A, B = tir.decl_buffer((n,), name="A"), tir.decl_buffer((n,), name="B")
+
+    def guarded(c: int) -> S.Stmt:
+        k = o * 4 + c
+        store = S.Store(B.data, E.Load("float32", A.data, k) + 1.0, k)
+        return S.IfThenElse(tir.likely(k < n), store)
+
+    after = loop_partition(loop(o, (n + 3) // 4, S.seq(*(guarded(c) for c in range(4)))))
+    assert len(after.seq) == 2
+    assert (_guards(after.seq[0]), _guards(after.seq[1])) == (0, 4)
+    assert to_text(after.seq[0].extent) == "floordiv(n, 4)"
+    for size in (1, 3, 4, 5, 9):
+        fixed = [S.Buffer(buf.data, buf.dtype, (size,), buf.name) for buf in (A, B)]
+        a = np.arange(size, dtype="float32")
+        _, b = run(function(substitute(after, {n: tir.const(size)}), *fixed), a, 0 * a)
+        np.testing.assert_array_equal(b, a + 1)
+
+
+def test_const_loop_kept_without_partition_const_loop():
+    """``partition_const_loop=False`` (TVM's default) leaves loops of constant extent alone;
+    loops of symbolic extent are split either way, as in TVM."""
+    A, B = tir.decl_buffer((103,), name="A"), tir.decl_buffer((103,), name="B")
+    before = _guarded_copy(103, A, B)
+    assert loop_partition(before, partition_const_loop=False) is before
+    n = te.size_var("n")
+    An, Bn = tir.decl_buffer((n,), name="A"), tir.decl_buffer((n,), name="B")
+    symbolic = loop_partition(_guarded_copy(n, An, Bn), partition_const_loop=False)
+    assert _guards(symbolic.seq[0]) == 0
+
+
+def _split_103():
+    A = te.placeholder((103,), name="A")
+    B = te.compute((103,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].split(B.op.axis[0], factor=8)
+    return s, [A, B]
+
+
+def _lowered(config: dict | None) -> str:
+    s, args = _split_103()
+    with kiln.transform.PassContext(config=config):
+        return str(kiln.lower(s, args, simple_mode=True))
+
+
+KEPT_GUARD = """produce B {
+  for (i.outer, 0, 13) {
+    for (i.inner, 0, 8) {
+      if (likely((((i.outer*8) + i.inner) < 103))) {
+        B[((i.outer*8) + i.inner)] = (A[((i.outer*8) + i.inner)] + 1f)
+      }
+    }
+  }
+}"""
+
+
+def test_pass_context_option_both_ways():
+    """kiln partitions by default; ``{"partition_const_loop": False}`` keeps TVM's one loop
+    and its guard, ``True`` is kiln's default."""
+    partitioned = _lowered(None)
+    assert "likely" not in partitioned and "for (i.outer, 0, 12)" in partitioned
+    assert _lowered({"tir.LoopPartition": {"partition_const_loop": True}}) == partitioned
+    off = {"tir.LoopPartition": {"partition_const_loop": False}}
+    assert _lowered(off).strip() == KEPT_GUARD
+    s, args = _split_103()
+    with kiln.transform.PassContext(config=off):
+        f = kiln.build(s, args)
+    a = kiln.nd.array(np.arange(103, dtype="float32"))
+    b = kiln.nd.array(np.zeros(103, "float32"))
+    f(a, b)
+    np.testing.assert_array_equal(b.numpy(), a.numpy() + 1)
+
+
+def test_tir_transform_loop_partition_reads_its_context():
+    off = kiln.transform.PassContext(config={"tir.LoopPartition":
+                                             {"partition_const_loop": False}})
+    s, args = _split_103()
+    with off:
+        guarded = kiln.lower(s, args)
+    with off:
+        kept = str(tir.transform.LoopPartition()(guarded)["main"].body)
+    assert "for (i.outer, 0, 13)" in kept and "for (i.outer, 0, 12)" not in kept
+    split = str(tir.transform.LoopPartition()(guarded)["main"].body)
+    assert "for (i.outer, 0, 12)" in split  # the full tiles, without the guard
+
+
+def test_option_must_be_a_dict():
+    with pytest.raises(kiln.TVMError, match="'tir.LoopPartition' takes a dict"):
+        _lowered({"tir.LoopPartition": True})

@@ -121,6 +121,23 @@ def test_nonlinear_conditions_are_left_alone():
     np.testing.assert_array_equal(b.numpy(), np.where(np.arange(16) ** 2 < 50, a, 0))
 
 
+def test_points_at_a_symbolic_size_are_not_used():
+    """``i < n - 2`` would cut at a symbolic size: the simplifier can rarely order such points
+    against the loop's bounds, so the loop is left whole (issue 19); results stay right."""
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: tir.if_then_else(i < n - 2, A[i], 0.0), name="B")
+    s = te.create_schedule(B.op)
+    body = kiln.lower(s, [A, B])["main"].body
+    assert partition_conditions(body) is body
+    mod = kiln.build(s, [A, B])
+    for size in (1, 2, 3, 9):
+        a = np.arange(size, dtype="float32") + 1
+        b = kiln.nd.empty((size,))
+        mod(kiln.nd.array(a), b)
+        np.testing.assert_array_equal(b.numpy(), np.where(np.arange(size) < size - 2, a, 0))
+
+
 def test_padding_partition_golden(golden):
     # top row, then per interior row: left border, copy, right border; then the bottom row
     A, P, s = _pad2d(6, 7, [1, 2], [1, 2])

@@ -99,16 +99,25 @@ class Runner:
         pass
 
 
-def measure_option(builder: Builder | None = None, runner: Runner | None = None) -> dict:
+def measure_option(builder: Builder | str | None = None,
+                   runner: Runner | str | None = None) -> dict:
     """How to measure: ``{"builder": ..., "runner": ...}`` (LocalBuilder and LocalRunner
-    with their defaults when not given)."""
+    with their defaults when not given). As in TVM, ``"local"`` names the local one."""
     from .local import LocalBuilder, LocalRunner
 
-    if isinstance(builder, str) or isinstance(runner, str):
-        raise TypeError("measure_option takes builder and runner objects, e.g. "
-                        "builder=autotvm.LocalBuilder(), runner=autotvm.LocalRunner()")
-    return {"builder": builder if builder is not None else LocalBuilder(),
-            "runner": runner if runner is not None else LocalRunner()}
+    return {"builder": _by_name(builder, "builder", LocalBuilder),
+            "runner": _by_name(runner, "runner", LocalRunner)}
+
+
+def _by_name(given, role: str, local: type):
+    """``given``, or a default ``local()`` for None or ``"local"``."""
+    if given is None or (isinstance(given, str) and given == "local"):
+        return local()
+    if isinstance(given, str):
+        raise ValueError(
+            f"measure_option: invalid {role} '{given}'; pass \"local\" or a {role} object, "
+            f"e.g. {role}=autotvm.{local.__name__}()")
+    return given
 
 
 class MeasureBatch:

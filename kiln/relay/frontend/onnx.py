@@ -1,5 +1,13 @@
 """ONNX importer: ``relay.frontend.from_onnx(model, shape=None) -> (mod, params)``.
 
+``model`` is an ``onnx.ModelProto`` or its serialized bytes. The model is validated first
+(:mod:`.onnx_check`: the ONNX checker with strict type and shape inference, the opsets,
+input dtypes and shapes kiln compiles), then each node is converted, its converter checking
+the attributes and operand shapes kiln's operators assume. Every failure is an
+:class:`OnnxImportError` (the model is not valid ONNX) or an :class:`OpNotImplemented` (valid,
+but beyond kiln) whose message names the node, its operator and its inputs; axes out of
+range are an error, never wrapped.
+
 Initializers become parameters (``params``, name -> NDArray) referenced by constant nodes;
 graph inputs that are not initializers become graph inputs, their shapes from the model or
 from ``shape`` (name -> tuple).
@@ -9,18 +17,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.errors import TVMError
-
 from ..graph import Graph, Module, Node, call, const, input_node
 from ..op import np_strided_slice
+from .onnx_check import (
+    OnnxImportError,
+    OpNotImplemented,
+    axis,
+    check_missing_inputs,
+    check_model,
+    check_operand_dtypes,
+    input_type,
+    int_list,
+    load,
+    scalar,
+)
 
+__all__ = ["from_onnx", "OnnxImportError", "OpNotImplemented"]
 
-class OnnxImportError(TVMError, ValueError):
-    """The ONNX model is malformed or cannot be converted."""
-
-
-class OpNotImplemented(NotImplementedError):
-    """An ONNX operator kiln cannot convert."""
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def _attrs(node) -> dict:
@@ -29,16 +43,26 @@ def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _pair(v, default):
-    if v is None:
-        return default
-    v = list(v)
-    return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
+def _window(at: dict, kernel: tuple[int, ...], in_hw) -> dict:
+    """Strides, dilations and pads (top, left, bottom, right) of a 2-D convolution or
+    pooling window, checked: each is a pair (pads four values), and the dilated kernel fits
+    the padded input."""
+    strides = int_list(at, "strides", 2, (1, 1), minimum=1)
+    dilation = int_list(at, "dilations", 2, (1, 1), minimum=1)
+    pads = _pads(at, kernel, strides, dilation, in_hw)
+    for k, d, n, lo, hi in zip(kernel, dilation, in_hw, pads[:2], pads[2:], strict=True):
+        if (k - 1) * d + 1 > n + lo + hi:
+            raise OnnxImportError(f"the kernel {list(kernel)} (dilations {list(dilation)}) "
+                                  f"does not fit the input {list(in_hw)} padded by "
+                                  f"{list(pads)}")
+    return {"strides": strides, "dilation": dilation, "padding": pads}
 
 
-def _pads(at, kernel, strides, dilation, in_hw):
+def _pads(at, kernel, strides, dilation, in_hw) -> tuple[int, int, int, int]:
     auto = at.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = auto.decode(errors="replace") if isinstance(auto, bytes) else auto
+    if auto not in _AUTO_PADS:
+        raise OnnxImportError(f"auto_pad {auto!r} is not one of {', '.join(_AUTO_PADS)}")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         out = []
         for k, s, d, n in zip(kernel, strides, dilation, in_hw, strict=True):
@@ -49,14 +73,30 @@ def _pads(at, kernel, strides, dilation, in_hw):
         return (out[0][0], out[1][0], out[0][1], out[1][1])
     if auto == "VALID":
         return (0, 0, 0, 0)
-    p = list(at.get("pads", [0, 0, 0, 0]))
-    if len(p) != 4:
-        raise OpNotImplemented(f"only 2-D pads are supported, got {p}")
-    return (int(p[0]), int(p[1]), int(p[2]), int(p[3]))
+    return int_list(at, "pads", 4, (0, 0, 0, 0), minimum=0)
+
+
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise OnnxImportError(f"shapes {' and '.join(str(list(s)) for s in shapes)} cannot be "
+                              f"broadcast together") from None
+
+
+def _distinct_axes(axes, rank: int, what: str) -> list[int]:
+    out = [axis(a, rank, f"{what} axis") for a in axes]
+    if len(set(out)) != len(out):
+        raise OnnxImportError(f"{what} axes {list(axes)} repeat an axis")
+    return out
 
 
 _FOLD = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
          "divide": np.divide}
+
+#: Clip's bounds when absent: the float32 range, as onnxruntime's (an infinite input
+#: becomes the largest float)
+_F32 = np.finfo(np.float32)
 
 
 class _Converter:
@@ -69,18 +109,33 @@ class _Converter:
             raise OpNotImplemented(f"{what} must be a constant (got a computed tensor)")
         return n.value
 
+    def const_ints(self, n: Node, what: str) -> list[int]:
+        v = self.const_value(n, what)
+        if v.ndim > 1 or v.dtype.kind not in "iu":
+            raise OnnxImportError(f"{what} must be a 1-D integer tensor, got {v.dtype} of "
+                                  f"shape {list(v.shape)}")
+        return [int(i) for i in v.reshape(-1)]
+
     # ---- converters: (inputs, attrs, name) -> Node ------------------------------------
     def Conv(self, xs, at, name):  # noqa: N802
         x, w = xs[0], xs[1]
         if len(x.shape) != 4:
             raise OpNotImplemented(f"Conv: only 2-D convolutions (NCHW) are supported, "
                                    f"input shape {list(x.shape)}")
+        groups = at.get("group", 1)
+        if len(w.shape) != 4 or groups < 1 or w.shape[1] * groups != x.shape[1] or \
+                w.shape[0] % groups:
+            raise OnnxImportError(f"the weight's shape {list(w.shape)} (group {groups}) does "
+                                  f"not fit the {x.shape[1]} input channels of the input's "
+                                  f"shape {list(x.shape)}")
+        if len(xs) > 2 and xs[2].shape != (w.shape[0],):
+            raise OnnxImportError(f"the bias's shape {list(xs[2].shape)} is not "
+                                  f"[{w.shape[0]}] (the output channels)")
         kernel = tuple(w.shape[2:])
-        strides = _pair(at.get("strides"), (1, 1))
-        dilation = _pair(at.get("dilations"), (1, 1))
-        pads = _pads(at, kernel, strides, dilation, x.shape[2:])
-        return call("conv2d", xs, name=name, strides=strides, padding=pads, dilation=dilation,
-                    groups=int(at.get("group", 1)))
+        if int_list(at, "kernel_shape", 2, kernel, minimum=1) != kernel:
+            raise OnnxImportError(f"kernel_shape {at['kernel_shape']} differs from the "
+                                  f"weight's {list(kernel)}")
+        return call("conv2d", xs, name=name, groups=groups, **_window(at, kernel, x.shape[2:]))
 
     def Relu(self, xs, at, name):  # noqa: N802
         return call("relu", xs, name=name)
@@ -92,9 +147,12 @@ class _Converter:
         """Broadcasting arithmetic (topi follows numpy); on two constants (shape
         computations of exported models, e.g. a channel count halved for a Slice) it is
         folded here, integer division truncating as ONNX's."""
+        _broadcast(xs[0].shape, xs[1].shape)
         if all(x.is_const for x in xs):
             a, b = xs[0].value, xs[1].value
             if op == "divide" and np.issubdtype(np.result_type(a, b), np.integer):
+                if not np.all(b):
+                    raise OnnxImportError("integer division by zero")
                 return const(np.trunc(a / b).astype(np.result_type(a, b)), name)
             return const(_FOLD[op](a, b), name)
         return call(op, xs, name=name)
@@ -112,27 +170,29 @@ class _Converter:
         return self._binary("divide", xs, name)
 
     def Clip(self, xs, at, name):  # noqa: N802
-        lo, hi = at.get("min", -np.inf), at.get("max", np.inf)
+        """``min(max(x, lo), hi)`` keeping NaN inputs NaN, as onnxruntime; an absent or NaN
+        bound is the float32 limit, and ``hi`` wins where ``lo > hi``."""
+        lo, hi = at.get("min"), at.get("max")  # opset < 11: attributes
         if len(xs) > 1 and xs[1] is not None:
-            lo = float(self.const_value(xs[1], "Clip min"))
+            lo = scalar(self.const_value(xs[1], "Clip min"), "Clip min")
         if len(xs) > 2 and xs[2] is not None:
-            hi = float(self.const_value(xs[2], "Clip max"))
-        lo = float(max(lo, np.finfo(np.float32).min))
-        hi = float(min(hi, np.finfo(np.float32).max))
+            hi = scalar(self.const_value(xs[2], "Clip max"), "Clip max")
+        lo = float(_F32.min) if lo is None or np.isnan(lo) else float(lo)
+        hi = float(_F32.max) if hi is None or np.isnan(hi) else float(hi)
         return call("clip", xs[:1], name=name, a_min=lo, a_max=hi)
 
     def _pool(self, xs, at, name, kind):
         x = xs[0]
         if len(x.shape) != 4:
             raise OpNotImplemented(f"{kind}Pool: only 2-D pooling is supported")
-        kernel = _pair(at["kernel_shape"], None)
-        strides = _pair(at.get("strides"), (1, 1))
-        dilation = _pair(at.get("dilations"), (1, 1))
-        pads = _pads(at, kernel, strides, dilation, x.shape[2:])
-        return call(f"{kind}_pool2d", [x], name=name, kernel=kernel, strides=strides,
-                    dilation=dilation, padding=pads, pool_type=kind,
+        kernel = int_list(at, "kernel_shape", 2, None, minimum=1)
+        window = _window(at, kernel, x.shape[2:])
+        if any(p >= k for p, k in zip(window["padding"], kernel * 2, strict=True)):
+            raise OnnxImportError(f"pads {list(window['padding'])} must be smaller than the "
+                                  f"kernel {list(kernel)}")
+        return call(f"{kind}_pool2d", [x], name=name, kernel=kernel, pool_type=kind,
                     ceil_mode=bool(at.get("ceil_mode", 0)),
-                    count_include_pad=bool(at.get("count_include_pad", 0)))
+                    count_include_pad=bool(at.get("count_include_pad", 0)), **window)
 
     def MaxPool(self, xs, at, name):  # noqa: N802
         if len(xs) > 1 or at.get("storage_order", 0):
@@ -143,6 +203,9 @@ class _Converter:
         return self._pool(xs, at, name, "avg")
 
     def GlobalAveragePool(self, xs, at, name):  # noqa: N802
+        if len(xs[0].shape) != 4:
+            raise OpNotImplemented(f"GlobalAveragePool: only 2-D pooling (NCHW) is "
+                                   f"supported, input shape {list(xs[0].shape)}")
         return call("global_avg_pool2d", xs, name=name)
 
     def ReduceMean(self, xs, at, name):  # noqa: N802
@@ -151,7 +214,9 @@ class _Converter:
         x = xs[0]
         axes = self._axes(xs, at, "ReduceMean")
         nd = len(x.shape)
-        if nd != 4 or axes is None or sorted(a % nd for a in axes) != [2, 3]:
+        if axes is not None:
+            axes = _distinct_axes(axes, nd, "ReduceMean")
+        if nd != 4 or axes is None or sorted(axes) != [2, 3]:
             raise OpNotImplemented(f"ReduceMean over axes {axes} of a {nd}-D tensor (only the "
                                    f"spatial axes (2, 3) of NCHW)")
         y = call("global_avg_pool2d", [x], name=name if at.get("keepdims", 1) else
@@ -162,9 +227,14 @@ class _Converter:
 
     def BatchNormalization(self, xs, at, name):  # noqa: N802
         x, gamma, beta, mean, var = xs
+        if len(x.shape) < 2:
+            raise OnnxImportError(f"the input's shape {list(x.shape)} has no channel axis")
         eps = float(at.get("epsilon", 1e-5))
         vals = [self.const_value(t, "BatchNormalization parameter")
                 for t in (gamma, beta, mean, var)]
+        if any(v.shape != x.shape[1:2] for v in vals):
+            raise OnnxImportError(f"scale, B, mean and var must have shape [{x.shape[1]}] "
+                                  f"(the channels), got {[list(v.shape) for v in vals]}")
         g, b, m, v = (np.asarray(a, dtype=np.float64) for a in vals)
         scale = g / np.sqrt(v + eps)
         shift = b - m * scale
@@ -179,10 +249,21 @@ class _Converter:
     def Gemm(self, xs, at, name):  # noqa: N802
         a, b = xs[0], xs[1]
         c = xs[2] if len(xs) > 2 else None
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise OnnxImportError(f"A and B must be 2-D, got shapes {list(a.shape)} and "
+                                  f"{list(b.shape)}")
         alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
-        if at.get("transA", 0):
+        trans_a, trans_b = bool(at.get("transA", 0)), bool(at.get("transB", 0))
+        m, k = a.shape[::-1] if trans_a else a.shape
+        kb, n = b.shape[::-1] if trans_b else b.shape
+        if k != kb or (c is not None and _broadcast(c.shape, (m, n)) != (m, n)):
+            raise OnnxImportError(
+                f"shapes A {list(a.shape)} (transA={int(trans_a)}), B {list(b.shape)} "
+                f"(transB={int(trans_b)})" + (f" and C {list(c.shape)}" if c is not None else "") +
+                " do not fit")
+        if trans_a:
             a = self._transpose(a, (1, 0), name + "_transA")
-        if not at.get("transB", 0):
+        if not trans_b:
             b = self._transpose(b, (1, 0), name + "_transB")
         if alpha != 1.0:
             b = (const((self.const_value(b, "Gemm B with alpha != 1") * alpha)
@@ -206,29 +287,31 @@ class _Converter:
 
     def MatMul(self, xs, at, name):  # noqa: N802
         a, b = xs
-        if len(a.shape) == 2 and len(b.shape) == 2:
-            if b.is_const:
-                return call("dense", [a, self._transpose(b, (1, 0), name)], name=name)
-            return call("matmul", [a, b], name=name)
-        raise OpNotImplemented(f"MatMul: only 2-D x 2-D is supported, got {list(a.shape)} x "
-                               f"{list(b.shape)}")
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise OpNotImplemented(f"MatMul: only 2-D x 2-D is supported, got {list(a.shape)} "
+                                   f"x {list(b.shape)}")
+        if a.shape[1] != b.shape[0]:
+            raise OnnxImportError(f"shapes {list(a.shape)} and {list(b.shape)} cannot be "
+                                  f"multiplied")
+        if b.is_const:
+            return call("dense", [a, self._transpose(b, (1, 0), name)], name=name)
+        return call("matmul", [a, b], name=name)
 
     def Flatten(self, xs, at, name):  # noqa: N802
         x = xs[0]
-        axis = int(at.get("axis", 1))
-        axis = axis + len(x.shape) if axis < 0 else axis
-        lead = int(np.prod(x.shape[:axis], dtype=np.int64))
-        if axis == 1:
+        nd = len(x.shape)
+        a = axis(at.get("axis", 1), nd, "Flatten axis", end_inclusive=True)
+        lead = int(np.prod(x.shape[:a], dtype=np.int64))
+        if a == 1:
             return call("flatten", [x], name=name)
         return call("reshape", [x], name=name, newshape=(lead, -1))
 
     def Reshape(self, xs, at, name):  # noqa: N802
         x = xs[0]
-        shape = [int(s) for s in self.const_value(xs[1], "Reshape shape")] if len(xs) > 1 \
-            else list(at["shape"])
+        shape = self.const_ints(xs[1], "Reshape shape")
         if at.get("allowzero", 0) and 0 in shape:
             raise OpNotImplemented("Reshape with allowzero=1 and a 0 in the shape")
-        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+        shape = _reshaped(x.shape, shape)
         if x.is_const:
             return const(x.value.reshape(shape), f"{x.name}_reshaped")
         return call("reshape", [x], name=name, newshape=tuple(shape))
@@ -236,11 +319,11 @@ class _Converter:
     def Softmax(self, xs, at, name):  # noqa: N802
         x = xs[0]
         nd = len(x.shape)
-        axis = int(at.get("axis", -1 if self.opset >= 13 else 1)) % nd
-        if self.opset < 13 and axis != nd - 1:
-            raise OpNotImplemented(f"Softmax (opset {self.opset}) with axis {axis} on a "
+        a = axis(at.get("axis", -1 if self.opset >= 13 else 1), nd, "Softmax axis")
+        if self.opset < 13 and a != nd - 1:
+            raise OpNotImplemented(f"Softmax (opset {self.opset}) with axis {a} on a "
                                    f"{nd}-D input (flattening semantics)")
-        return call("softmax", [x], name=name, axis=axis)
+        return call("softmax", [x], name=name, axis=a)
 
     def Constant(self, xs, at, name):  # noqa: N802
         if "value" not in at:
@@ -253,32 +336,37 @@ class _Converter:
         return xs[0]
 
     def Concat(self, xs, at, name):  # noqa: N802
-        axis = int(at["axis"]) % len(xs[0].shape)
+        nd = len(xs[0].shape)
+        a = axis(at["axis"], nd, "Concat axis")
+        if any(len(x.shape) != nd or x.shape[:a] + x.shape[a + 1:] !=
+               xs[0].shape[:a] + xs[0].shape[a + 1:] for x in xs):
+            raise OnnxImportError(f"shapes {[list(x.shape) for x in xs]} differ outside the "
+                                  f"axis {a}")
         if all(x.is_const for x in xs):
-            return const(np.concatenate([x.value for x in xs], axis), name)
-        return call("concatenate", xs, name=name, axis=axis)
+            return const(np.concatenate([x.value for x in xs], a), name)
+        return call("concatenate", xs, name=name, axis=a)
 
     def Slice(self, xs, at, name):  # noqa: N802
         x = xs[0]
         if self.opset < 10:  # starts/ends/axes as attributes
             if "starts" not in at or "ends" not in at:
-                raise OnnxImportError(f"Slice {name!r} (opset {self.opset}) needs the "
-                                      f"starts and ends attributes")
+                raise OnnxImportError(f"Slice (opset {self.opset}) needs the starts and ends "
+                                      f"attributes")
             starts, ends, axes, steps = at["starts"], at["ends"], at.get("axes"), None
         else:
             def operand(i, what):
                 has = len(xs) > i and xs[i] is not None
-                return [int(v) for v in self.const_value(xs[i], f"Slice {what}")] if has \
-                    else None
+                return self.const_ints(xs[i], f"Slice {what}") if has else None
             starts, ends = operand(1, "starts"), operand(2, "ends")
             axes, steps = operand(3, "axes"), operand(4, "steps")
         nd = len(x.shape)
-        axes = list(range(len(starts))) if axes is None else [int(a) % nd for a in axes]
+        axes = list(range(len(starts))) if axes is None else _distinct_axes(axes, nd, "Slice")
         steps = steps or [1] * len(axes)
         if not len(starts) == len(ends) == len(axes) == len(steps):
-            raise OnnxImportError(f"Slice {name!r}: starts, ends, axes and steps differ in "
-                                  f"length ({len(starts)}, {len(ends)}, {len(axes)}, "
-                                  f"{len(steps)})")
+            raise OnnxImportError(f"Slice: starts, ends, axes and steps differ in length "
+                                  f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
+        if 0 in steps:
+            raise OnnxImportError(f"Slice steps {steps} contain 0")
         attrs = {"begin": tuple(int(v) for v in starts), "end": tuple(int(v) for v in ends),
                  "strides": tuple(steps), "axes": tuple(axes)}
         if x.is_const:
@@ -296,18 +384,25 @@ class _Converter:
         if not (data.is_const and idx.is_const):
             raise OpNotImplemented("Gather on a computed tensor (only constant folding of "
                                    "shape computations is supported)")
-        return const(np.take(data.value, idx.value, axis=int(at.get("axis", 0))), name)
+        a = axis(at.get("axis", 0), data.value.ndim, "Gather axis")
+        n = data.value.shape[a]
+        if idx.value.dtype.kind not in "iu" or np.any((idx.value < -n) | (idx.value >= n)):
+            raise OnnxImportError(f"Gather indices {idx.value.tolist()} are not integers in "
+                                  f"[{-n}, {n - 1}] (axis {a} of shape "
+                                  f"{list(data.value.shape)})")
+        return const(np.take(data.value, idx.value, axis=a), name)
 
     def _axes(self, xs, at, what):
         if len(xs) > 1:
-            return [int(a) for a in self.const_value(xs[1], f"{what} axes")]
+            return self.const_ints(xs[1], f"{what} axes")
         return list(at["axes"]) if "axes" in at else None
 
     def Unsqueeze(self, xs, at, name):  # noqa: N802
         x, axes = xs[0], self._axes(xs, at, "Unsqueeze")
-        nd = len(x.shape) + len(axes)
+        if axes is None:
+            raise OnnxImportError("Unsqueeze needs axes")
         shape = list(x.shape)
-        for a in sorted(a % nd for a in axes):
+        for a in sorted(_distinct_axes(axes, len(x.shape) + len(axes), "Unsqueeze")):
             shape.insert(a, 1)
         if x.is_const:
             return const(x.value.reshape(shape), name)
@@ -317,7 +412,10 @@ class _Converter:
         x, axes = xs[0], self._axes(xs, at, "Squeeze")
         nd = len(x.shape)
         axes = [i for i, s in enumerate(x.shape) if s == 1] if axes is None else \
-            [a % nd for a in axes]
+            _distinct_axes(axes, nd, "Squeeze")
+        if any(x.shape[a] != 1 for a in axes):
+            raise OnnxImportError(f"Squeeze axes {axes} of shape {list(x.shape)} are not all "
+                                  f"of size 1")
         shape = [s for i, s in enumerate(x.shape) if i not in axes]
         if x.is_const:
             return const(x.value.reshape(shape), name)
@@ -327,12 +425,16 @@ class _Converter:
         import onnx
 
         x = xs[0]
-        to = onnx.helper.tensor_dtype_to_np_dtype(at["to"])
+        try:
+            to = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(at["to"]))
+        except KeyError:
+            raise OnnxImportError(f"Cast to {at['to']}, which is not an ONNX tensor "
+                                  f"type") from None
         if x.is_const:
             return const(x.value.astype(to), name)
-        if np.dtype(to).name == x.dtype:
+        if to.name == x.dtype:
             return x
-        raise OpNotImplemented(f"Cast of a computed tensor from {x.dtype} to {np.dtype(to)}")
+        raise OpNotImplemented(f"Cast of a computed tensor from {x.dtype} to {to}")
 
     def Dropout(self, xs, at, name):  # noqa: N802  (inference: identity)
         return xs[0]
@@ -344,30 +446,87 @@ class _Converter:
         return call("leaky_relu", xs, name=name, alpha=float(at.get("alpha", 0.01)))
 
     def Transpose(self, xs, at, name):  # noqa: N802
-        axes = tuple(at.get("perm", range(len(xs[0].shape))[::-1]))
-        return self._transpose(xs[0], axes, name)
+        nd = len(xs[0].shape)
+        perm = tuple(at.get("perm", range(nd)[::-1]))
+        if sorted(perm) != list(range(nd)):
+            raise OnnxImportError(f"perm {list(perm)} is not a permutation of the {nd} axes")
+        return self._transpose(xs[0], perm, name)
+
+
+def _reshaped(in_shape: tuple[int, ...], shape: list[int]) -> list[int]:
+    """ONNX Reshape's target ``shape`` resolved against ``in_shape``: 0 copies the input's
+    dimension, one -1 takes the remaining size; the element count must not change."""
+    if any(s < -1 for s in shape) or shape.count(-1) > 1:
+        raise OnnxImportError(f"Reshape shape {shape}: dimensions must be >= -1, with at most "
+                              f"one -1")
+    if any(s == 0 and i >= len(in_shape) for i, s in enumerate(shape)):
+        raise OnnxImportError(f"Reshape shape {shape} copies (0) a dimension beyond the "
+                              f"input's rank {len(in_shape)}")
+    out = [in_shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    total = int(np.prod(in_shape, dtype=np.int64))
+    known = int(np.prod([s for s in out if s != -1], dtype=np.int64))
+    if -1 in out and known and total % known == 0:
+        out[out.index(-1)] = total // known
+    if int(np.prod(out, dtype=np.int64)) != total or -1 in out:
+        raise OnnxImportError(f"cannot reshape {list(in_shape)} ({total} elements) into "
+                              f"{shape}")
+    return out
+
+
+def _convert_node(conv: _Converter, node, k: int) -> None:
+    """Convert one ONNX node into ``conv.values``; errors name the node."""
+    name = node.name or f"{node.op_type}_{k}"
+    where = f"node {name!r} ({node.op_type}, inputs {list(node.input)})"
+    if node.domain not in ("", "ai.onnx"):
+        raise OpNotImplemented(f"ONNX operator {node.domain}.{node.op_type} ({where}) is not "
+                               f"supported")
+    fn = getattr(conv, node.op_type, None)
+    if fn is None or not node.op_type[:1].isupper():  # not a helper of the converter
+        raise OpNotImplemented(f"ONNX operator {node.op_type!r} ({where}) is not supported by "
+                               f"kiln's importer")
+    xs = []
+    for i in node.input:
+        if i == "":
+            xs.append(None)
+            continue
+        if i not in conv.values:
+            raise OnnxImportError(f"{where} reads {i!r}, which no node, input or initializer "
+                                  f"defines")
+        xs.append(conv.values[i])
+    real_outs = [o for o in node.output if o]
+    if node.op_type == "Dropout":
+        real_outs = real_outs[:1]
+    if len(real_outs) != 1:
+        what = "BatchNormalization in training mode" if node.op_type == \
+            "BatchNormalization" else f"{node.op_type} with {len(real_outs)} outputs"
+        raise OpNotImplemented(f"{where}: {what}")
+    try:
+        check_missing_inputs(node, conv.opset)
+        check_operand_dtypes(node.op_type, xs)
+        keep_missing = node.op_type in ("Clip", "Slice")  # optional inputs by position
+        args = xs if keep_missing else [x for x in xs if x is not None]
+        out = fn(args, _attrs(node), name)
+    except (OpNotImplemented, OnnxImportError) as e:
+        raise type(e)(f"{where}: {e}") from None
+    conv.values[real_outs[0]] = out
 
 
 def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=None,
               freeze_params: bool = True):
-    """Convert an ``onnx.ModelProto`` into ``(mod, params)``."""
+    """Convert an ``onnx.ModelProto`` (or its serialized bytes) into ``(mod, params)``.
+
+    ``dtype`` and ``freeze_params`` are TVM's parameters, accepted for compatibility: ONNX
+    graph inputs carry their element type, and initializers are always parameters."""
     try:
         import onnx
         import onnx.numpy_helper
     except ImportError as e:  # pragma: no cover
         raise ImportError("relay.frontend.from_onnx needs the onnx package "
                           "(pip install 'kiln[onnx]')") from e
-    if not isinstance(model, onnx.ModelProto):
-        raise OnnxImportError(f"from_onnx expects an onnx.ModelProto, got {type(model).__name__}")
-    try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as e:
-        raise OnnxImportError(f"malformed ONNX model: {e}") from None
+    model = load(model)
+    model_opset = check_model(model)
     g = model.graph
-    if opset is None:
-        opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                    default=13)
-    conv = _Converter(int(opset))
+    conv = _Converter(int(opset) if opset is not None else model_opset)
     shape = dict(shape or {})
     params = {}
     from kiln.runtime import ndarray as nd
@@ -376,67 +535,22 @@ def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=No
         arr = onnx.numpy_helper.to_array(init)
         conv.values[init.name] = c = const(arr, init.name)
         c.attrs["param"] = True
-        params[init.name] = nd.array(arr)
+        params[init.name] = arr
     inputs = []
     for vi in g.input:
         if vi.name in conv.values:
             continue
-        tt = vi.type.tensor_type
-        if vi.name in shape:
-            shp = tuple(int(s) for s in shape[vi.name])
-        else:
-            shp = []
-            for d in tt.shape.dim:
-                if not d.HasField("dim_value"):
-                    raise OnnxImportError(
-                        f"input {vi.name!r} has a symbolic dimension {d.dim_param!r}: pass "
-                        f"shape={{'{vi.name}': (...)}}")
-                shp.append(d.dim_value)
-        dt = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else dtype
+        shp, dt = input_type(vi, shape.get(vi.name))
         n = input_node(vi.name, shp, dt)
         conv.values[vi.name] = n
         inputs.append(n)
     for k, node in enumerate(g.node):
-        name = node.name or f"{node.op_type}_{k}"
-        if node.domain not in ("", "ai.onnx"):
-            raise OpNotImplemented(f"ONNX operator {node.domain}.{node.op_type} (node {name!r}, "
-                                   f"inputs {list(node.input)}) is not supported")
-        fn = getattr(conv, node.op_type, None)
-        if fn is None or node.op_type.startswith("_"):
-            raise OpNotImplemented(
-                f"ONNX operator {node.op_type!r} (node {name!r}, inputs {list(node.input)}) is "
-                f"not supported by kiln's importer")
-        xs = []
-        for i in node.input:
-            if i == "":
-                xs.append(None)
-                continue
-            if i not in conv.values:
-                raise OnnxImportError(f"node {name!r} ({node.op_type}) reads {i!r}, which no "
-                                      f"node, input or initializer defines")
-            xs.append(conv.values[i])
-        try:
-            keep_missing = node.op_type in ("Clip", "Slice")  # optional inputs by position
-            args = xs if keep_missing else [x for x in xs if x is not None]
-            out = fn(args, _attrs(node), name)
-        except OpNotImplemented as e:
-            raise OpNotImplemented(f"node {name!r} ({node.op_type}, inputs {list(node.input)}): "
-                                   f"{e}") from None
-        real_outs = [o for o in node.output if o]
-        if node.op_type == "Dropout":
-            real_outs = real_outs[:1]
-        if len(real_outs) != 1 and node.op_type != "BatchNormalization":
-            raise OpNotImplemented(f"node {name!r} ({node.op_type}) with {len(real_outs)} "
-                                   f"outputs")
-        if node.op_type == "BatchNormalization" and len(real_outs) > 1:
-            raise OpNotImplemented(f"node {name!r}: BatchNormalization in training mode "
-                                   f"(several outputs)")
-        conv.values[real_outs[0]] = out
+        _convert_node(conv, node, k)
     outputs = []
     for o in g.output:
         if o.name not in conv.values:
             raise OnnxImportError(f"graph output {o.name!r} is not produced by any node")
         outputs.append(conv.values[o.name])
     used = {n.name for n in Graph(inputs, outputs).nodes if n.is_const and n.attrs.get("param")}
-    params = {k: v for k, v in params.items() if k in used}
+    params = {k: nd.array(v) for k, v in params.items() if k in used}
     return Module(Graph(inputs, outputs)), params
