@@ -7,7 +7,8 @@ attribute access) imports that module on first use.
 
 import importlib
 
-_SUBMODULES = {"d2ltvm", "graph_executor", "graph_runtime", "utils", "util"}
+_SUBMODULES = {"cc", "clang", "d2ltvm", "download", "graph_executor", "graph_runtime", "nvcc",
+               "utils", "util"}
 
 
 def __getattr__(name):

@@ -243,15 +243,20 @@ class Module:
         return f"Module({self.type_key}, {id(self):x})"
 
     # ---- export / benchmark ------------------------------------------------------------
-    def export_library(self, file_name: str | os.PathLike[str], **_ignored: Any) -> None:
+    def export_library(self, file_name: str | os.PathLike[str],
+                       fcompile: Callable[..., None] | None = None, **kwargs: Any) -> None:
         """Save the module: ``*.so``/``*.dylib``/``*.dll`` copies the shared library (its
         source and metadata are embedded); ``*.tar`` (or ``.tar.gz``/``.tgz``) writes an
-        archive of ``module.json``, ``lib.so`` and ``lib.c``. Load with :func:`load_module`."""
+        archive of ``module.json``, ``lib.so`` and ``lib.c``. Load with :func:`load_module`.
+        With ``fcompile`` (e.g. ``tvm.contrib.cc.create_shared``), ``fcompile(file_name,
+        [lib.c], **kwargs)`` builds the file from the module's C source instead."""
         path = os.fspath(file_name)
         if self.imported_modules:
             raise TVMError("export_library: modules with imported modules are not supported yet")
         parent = os.path.dirname(os.path.abspath(path))
-        if path.endswith(_SHARED_SUFFIXES):
+        if fcompile is not None:
+            self._compile_with(path, fcompile, kwargs)
+        elif path.endswith(_SHARED_SUFFIXES):
             fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-kiln-")
             os.close(fd)
             try:
@@ -268,6 +273,19 @@ class Module:
                 f"export_library: unsupported file type {path!r}; "
                 "use .so, .dylib, .dll, .tar, .tar.gz or .tgz"
             )
+
+    def _compile_with(self, path: str, fcompile: Callable[..., None],
+                      kwargs: dict[str, Any]) -> None:
+        """Write the module's C source, with its metadata, and let ``fcompile`` build it."""
+        if not self._source:
+            raise TVMError("export_library(fcompile=...): this module has no C source to "
+                           "compile (it was loaded without one)")
+        info = {"functions": self.functions, "entry": self.entry_name, "target": self.target}
+        with tempfile.TemporaryDirectory(prefix="kiln-export-") as d:
+            src = os.path.join(d, "lib.c")
+            Path(src).write_text(self._source + _metadata_c(self._source, info),
+                                 errors="surrogateescape")
+            fcompile(path, [src], **kwargs)
 
     def _write_archive(self, path: str, parent: str) -> None:
         lib_name = "lib" + shared_suffix()

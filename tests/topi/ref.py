@@ -1,9 +1,12 @@
-"""Independent numpy references for the topi tests (loops over kernel taps and windows,
-not the formulas topi uses)."""
+"""Numpy references of the topi tests in topi's argument conventions: convolutions and pooling
+come from ``kiln.topi.testing`` (checked against scipy in test_topi_testing.py); layout packing
+and adaptive pooling per window are here."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from kiln.topi import testing
 
 
 def pair(x):
@@ -11,43 +14,18 @@ def pair(x):
 
 
 def conv2d_nchw(x, w, stride, padding, dilation, groups=1):
-    """Direct convolution: for every kernel tap, a strided slice of the padded input times
-    the tap's weights, summed (float64)."""
-    sh, sw = pair(stride)
+    """Convolution with a dilated kernel: ``topi.testing.conv2d_nchw_python`` of the kernel
+    spread by ``topi.testing.dilate_python``."""
     dh, dw = pair(dilation)
-    if isinstance(padding, int):
-        pt = pb = pl = pr = padding
-    elif len(padding) == 2:
-        pt = pb = padding[0]
-        pl = pr = padding[1]
-    else:
-        pt, pl, pb, pr = padding
-    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    w = w.astype(np.float64)
-    n, c, h, wd = x.shape
-    f, cg, kh, kw = w.shape
-    oh = (h - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd - (kw - 1) * dw - 1) // sw + 1
-    out = np.zeros((n, f, oh, ow))
-    fg = f // groups
-    for g in range(groups):
-        xs = x[:, g * cg:(g + 1) * cg]
-        ws = w[g * fg:(g + 1) * fg]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xs[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh,
-                           j * dw: j * dw + sw * (ow - 1) + 1: sw]
-                out[:, g * fg:(g + 1) * fg] += np.einsum("nchw,fc->nfhw", patch, ws[:, :, i, j])
-    return out
+    return testing.conv2d_nchw_python(x, testing.dilate_python(w, (1, 1, dh, dw)), stride,
+                                      padding, groups)
 
 
 def depthwise_conv2d_nchw(x, w, stride, padding, dilation):
     """Depthwise: input channel c // m with filter (c // m, c % m)."""
-    c, m, kh, kw = w.shape
-    full = np.zeros((c * m, c, kh, kw), dtype=np.float64)
-    for oc in range(c * m):
-        full[oc, oc // m] = w[oc // m, oc % m]
-    return conv2d_nchw(x, full, stride, padding, dilation)
+    dh, dw = pair(dilation)
+    return testing.depthwise_conv2d_python_nchw(x, testing.dilate_python(w, (1, 1, dh, dw)),
+                                                stride, padding)
 
 
 def pack_nchwc(x, cb):
@@ -67,43 +45,11 @@ def pack_kernel(w, icb, ocb):
 
 def pool2d_nchw(x, kernel, stride, dilation, padding, pool_type, ceil_mode=False,
                 count_include_pad=True):
-    """Window-by-window pooling with explicit loops over output positions."""
-    kh, kw = pair(kernel)
-    sh, sw = pair(stride)
-    dh, dw = pair(dilation)
+    """``topi.testing.poolnd_python`` with topi's ``(top, left, bottom, right)`` padding."""
     pt, pl, pb, pr = padding
-    n, c, h, w = x.shape
-
-    def out_size(size, k, s, d, b, a):
-        dk = (k - 1) * d + 1
-        if ceil_mode:
-            o = int(np.ceil((size + b + a - dk) / s)) + 1
-            if (o - 1) * s >= size + b:
-                o -= 1
-            return o
-        return (size + b + a - dk) // s + 1
-
-    oh = out_size(h, kh, sh, dh, pt, pb)
-    ow = out_size(w, kw, sw, dw, pl, pr)
-    out = np.zeros((n, c, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            rows = [i * sh - pt + a * dh for a in range(kh)]
-            cols = [j * sw - pl + b * dw for b in range(kw)]
-            vals, count = [], 0
-            for r in rows:
-                for q in cols:
-                    inside = 0 <= r < h and 0 <= q < w
-                    in_pad = -pt <= r < h + pb and -pl <= q < w + pr
-                    if inside:
-                        vals.append(x[:, :, r, q].astype(np.float64))
-                    if inside or (count_include_pad and in_pad):
-                        count += 1
-            if pool_type == "max":
-                out[:, :, i, j] = np.max(vals, axis=0) if vals else -np.inf
-            else:
-                out[:, :, i, j] = (np.sum(vals, axis=0) if vals else 0) / max(count, 1)
-    return out
+    return testing.poolnd_python(x, pair(kernel), pair(stride), pair(dilation), (pt, pl),
+                                 (pb, pr), pool_type, count_include_pad, ceil_mode,
+                                 dtype="float64")
 
 
 def adaptive_pool_nchw(x, out_size, pool_type):

@@ -1,0 +1,1 @@
+"""Tests of kiln.contrib (tvm.contrib): cc, clang, nvcc, download, utils."""
