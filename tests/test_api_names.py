@@ -78,3 +78,14 @@ def vector(size):
 
 def test_parameter_and_fixture(size, vector):
     assert vector.shape == (size,)
+
+
+def test_version_and_ir_node_names():
+    assert isinstance(tvm.__version__, str)
+    n = te.var("n")
+    assert isinstance(n + 1, tvm.tir.PrimExpr)
+    stmt = tvm.tir.IfThenElse(n > 0, tvm.tir.Evaluate(n), None)
+    assert stmt.else_case is None
+    same = tvm.tir.IfThenElse(n > 0, tvm.tir.Evaluate(n), None)
+    assert tvm.ir.structural_equal(stmt, same)
+    assert not tvm.ir.structural_equal(stmt, tvm.tir.IfThenElse(n > 1, tvm.tir.Evaluate(n)))

@@ -28,6 +28,7 @@ from .expr import (
 from .functor import Mutator, Visitor, post_order_visit, substitute
 from .op import const, convert
 from .printer import to_text
+from .serialize import load_json, save_json
 from .stmt import (
     Allocate,
     AssertStmt,
@@ -57,5 +58,5 @@ __all__ = [
     "substitute", "to_text", "Allocate", "AssertStmt", "AttrStmt", "Buffer", "Evaluate", "For",
     "ForKind", "IfThenElse", "IRModule", "LetStmt", "PrimFunc", "ProducerRealize",
     "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "seq", "structural_equal",
-    "structural_hash", "assert_structural_equal", "transform",
+    "structural_hash", "assert_structural_equal", "transform", "save_json", "load_json",
 ]

@@ -71,7 +71,7 @@ class _Equal:
             return self.var(a, b, define=True)
         if isinstance(a, PrimExpr) or isinstance(b, PrimExpr):
             return self.eq(a, b)
-        return type(a) is type(b) and getattr(a, "name", None) == getattr(b, "name", None)
+        return getattr(a, "name", None) == getattr(b, "name", None)  # also a loaded OperationRef
 
     def primfunc(self, a: PrimFunc, b: PrimFunc) -> bool:
         if a.name != b.name or len(a.params) != len(b.params):
@@ -115,6 +115,9 @@ def structural_hash(a) -> int:
         return hash(("Var", a.dtype))
     if isinstance(a, tuple | list):
         return hash(tuple(structural_hash(x) for x in a))
+    if isinstance(a, dict):  # a PrimFunc's buffer_map and attrs
+        return hash(tuple(sorted((structural_hash(k), structural_hash(v))
+                                 for k, v in a.items())))
     if isinstance(a, Node):
         hints = ("node",) if isinstance(a, AttrStmt) else _HINTS.get(type(a), ())
         return hash((type(a).__name__, getattr(a, "dtype", None),

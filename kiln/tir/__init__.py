@@ -55,7 +55,7 @@ from kiln.ir.stmt import (
     decl_buffer,
 )
 
-from . import stmt_functor, transform
+from . import ir_builder, stmt_functor, transform
 from .op import *  # noqa: F403
 from .op import __all__ as _op_all
 
@@ -66,5 +66,5 @@ __all__ = list(_op_all) + [
     "Select", "SizeVar", "StringImm", "Sub", "Var", "Allocate", "AssertStmt", "AttrStmt",
     "Buffer", "Evaluate", "For", "ForKind", "IfThenElse", "LetStmt", "PrimFunc",
     "ProducerRealize", "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "transform",
-    "stmt_functor",
+    "stmt_functor", "ir_builder",
 ]

@@ -96,3 +96,15 @@ def test_functions_with_temporaries_and_threads_are_equal_up_to_renaming():
         return kiln.lower(s, [A, C])["main"]
 
     assert structural_equal(lowered(), lowered())
+
+
+def test_identical_lowerings_hash_alike():
+    import kiln
+    from kiln import te
+
+    def lowered():
+        A = te.placeholder((16,), name="A")
+        B = te.compute((16,), lambda t: A[t] * 3.0, name="B")
+        return kiln.lower(te.create_schedule(B.op), [A, B])["main"]
+
+    assert structural_hash(lowered()) == structural_hash(lowered())
