@@ -13,6 +13,7 @@ from .ir.expr import IterVar, PrimExpr, Range, Var
 from .ir.stmt import IRModule
 from .runtime import Device, context, cpu, cuda, device, gpu
 from .runtime.module import load_module
+from .runtime.registry import get_global_func, register_func
 
 __version__ = "0.1.0"
 
@@ -32,5 +33,6 @@ __all__ = [
     "te", "tir", "ir", "autotvm", "nd", "runtime", "target", "transform",
     "build", "lower", "TVMError", "ScheduleError",
     "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
-    "cpu", "cuda", "device", "gpu", "load_module", "install_as_tvm", "__version__",
+    "cpu", "cuda", "device", "gpu", "load_module", "register_func", "get_global_func",
+    "install_as_tvm", "__version__",
 ]

@@ -38,7 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("topi",),
     ("relay",),
     ("autotvm.relay",),
-    ("contrib", "cli", "demo", "alias", "as_tvm", "exec", "transform", "testing", "nd", "kiln"),
+    ("contrib", "cli", "demo", "alias", "as_tvm", "exec", "transform", "testing", "nd", "_ffi",
+     "kiln"),
 )
 
 #: the modules of autotvm's relay integration (the package ``autotvm.relay``)

@@ -22,8 +22,18 @@ from .convert import convert  # noqa: E402
 from .device import Device, context, cpu, cuda, device, gpu  # noqa: E402
 from .module import BenchmarkResult, Module, PackedFunc, load_module  # noqa: E402
 from .ndarray import NDArray, array, empty  # noqa: E402
+from .registry import (  # noqa: E402
+    get_global_func,
+    list_global_func_names,
+    register_func,
+    remove_global_func,
+)
 
 __all__ = [
+    "register_func",
+    "get_global_func",
+    "list_global_func_names",
+    "remove_global_func",
     "Device",
     "cpu",
     "cuda",
