@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 from kiln.ir import expr as E
 from kiln.ir.functor import collect_vars
 from kiln.ir.stmt import PrimFunc
+from kiln.runtime.compiler import runtime_header
 
 from .c_entry import write_entry
 from .c_types import c_scalar
@@ -19,10 +19,6 @@ static inline void* kiln_alloc(size_t nbytes) {
   return aligned_alloc(64, rounded ? rounded : 64);
 }
 """
-
-
-def runtime_header() -> str:
-    return resources.files("kiln.runtime").joinpath("kiln_c_runtime.h").read_text()
 
 
 def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> str:

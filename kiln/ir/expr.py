@@ -28,11 +28,21 @@ def use_builders(builders: ModuleType) -> None:
     _op = builders
 
 
+#: node classes whose TVM type key has no ``tir.`` prefix
+_UNPREFIXED_KEYS = frozenset({"IntImm", "FloatImm", "Range"})
+
+
 class Node:
     """Base of all IR nodes. Subclasses list their fields in ``_fields``."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+
+    @classmethod
+    def type_key(cls) -> str:
+        """TVM's type key of this node class: ``"tir.For"``, ``"tir.Add"``, ``"IntImm"``."""
+        name = cls.__name__
+        return name if name in _UNPREFIXED_KEYS else f"tir.{name}"
 
     def __setattr__(self, key, value):
         raise AttributeError(f"{type(self).__name__} is immutable")

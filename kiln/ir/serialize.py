@@ -50,13 +50,12 @@ class OperationRef:
 
 def _node_classes() -> dict[str, type[E.Node]]:
     """type key -> IR node class, for every node class of :mod:`expr` and :mod:`stmt`."""
-    untyped = {"IntImm", "FloatImm", "Range"}  # TVM's keys without the ``tir.`` prefix
     out: dict[str, type[E.Node]] = {}
     for module in (E, S):
         for cls in vars(module).values():
             if (isinstance(cls, type) and issubclass(cls, E.Node)
                     and cls.__module__ == module.__name__):
-                out[cls.__name__ if cls.__name__ in untyped else "tir." + cls.__name__] = cls
+                out[cls.type_key()] = cls
     return out
 
 

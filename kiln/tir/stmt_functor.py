@@ -14,17 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kiln.ir.expr import FloatImm, IntImm, Node
+from kiln.ir.expr import Node
 from kiln.ir.functor import Mutator, Visitor, post_order_visit, substitute
-
-#: node classes whose TVM type key has no ``tir.`` prefix
-_UNPREFIXED = (IntImm, FloatImm)
 
 
 def type_key(node: Node) -> str:
     """TVM's type key of ``node``: ``"tir.For"``, ``"tir.Add"``, ``"IntImm"`` ..."""
-    name = type(node).__name__
-    return name if isinstance(node, _UNPREFIXED) else f"tir.{name}"
+    return node.type_key()
 
 
 def _enabled(only_enable: Iterable[str] | None) -> Callable[[Node], bool]:
