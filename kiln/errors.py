@@ -11,3 +11,8 @@ class ScheduleError(TVMError, ValueError):
 
 class CompileError(TVMError):
     """The C compiler (or NVRTC) rejected generated code, or could not be found."""
+
+
+class HybridScriptError(TVMError, ValueError):
+    """A hybrid-script function (``te.hybrid.script``) uses what the language does not
+    have: the message names the function and the line."""

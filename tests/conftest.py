@@ -57,3 +57,19 @@ def golden(request):
             f"--update-golden and review the diff")
 
     return check
+
+
+@pytest.fixture
+def register_global():
+    """``register_global(name, fn)``: ``tvm.register_func`` for one test, removed after it."""
+    from kiln.runtime import register_func, remove_global_func
+
+    names: set[str] = set()
+
+    def register(name: str, fn) -> None:
+        register_func(name, fn, override=True)
+        names.add(name)
+
+    yield register
+    for name in names:
+        remove_global_func(name)

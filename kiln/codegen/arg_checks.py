@@ -19,6 +19,15 @@ binds it; a dimension given by a scalar argument, a later occurrence, or a compo
 expression (``n * 2``) is checked after every argument is bound ("deferred"). A composite
 expression whose variables no argument binds is an error at build time.
 
+Strides and offset rules (a buffer from ``tir.decl_buffer`` in ``binds``): without declared
+strides the array must be compact; with them, each stride is a constraint like a dimension
+(a constant must match, a variable is bound, a composite checked after binding), read from the
+array's ``strides`` (the compact strides when it has none; a dimension of extent 1 has stride
+0 in an ``auto_broadcast`` buffer). Without an ``elem_offset`` the function reads from
+``data + byte_offset``; with one, from ``data``, and the offset (``byte_offset`` in elements;
+it must be a whole number of them) is a constraint too, a multiple of ``offset_factor``
+(``Argument arg0.elem_offset has an unsatisfied constraint: ((A_elem_offset % 16) == 0)``).
+
 Aliasing rule: the compute function takes its buffers as ``restrict`` pointers, so a tensor
 argument the function stores to must share no memory with any other tensor argument
 (``mod(a, a)`` for a transpose would read elements it has already overwritten). TVM leaves
@@ -56,7 +65,15 @@ class ArgValue(Enum):
     DEVICE_ID = "device_id"
     FIRST_DEVICE_ID = "first_device_id"
     DIM = "dim"
+    STRIDE = "stride"
+    ELEM_OFFSET = "elem_offset"
+    BYTE_OFFSET = "byte_offset"
     EXPECTED_DIM = "expected_dim"
+
+
+#: the run-time value each field of a tensor argument reports in messages
+FIELD_VALUE = {"shape": ArgValue.DIM, "strides": ArgValue.STRIDE,
+               "elem_offset": ArgValue.ELEM_OFFSET}
 
 
 @dataclass(frozen=True)
@@ -87,13 +104,16 @@ class ScalarArg:
 
 @dataclass(frozen=True)
 class ShapeDim:
-    """One dimension of a tensor argument: ``kind`` is "const" (``value`` an int), "bind"
-    (``value`` the Var it defines) or "deferred" (checked by a ``DeferredShape``)."""
+    """A constraint on one value of a tensor argument: ``field`` "shape" (dimension
+    ``axis``), "strides" (stride ``axis``) or "elem_offset". ``kind`` is "const" (``value``
+    an int), "bind" (``value`` the Var it defines) or "deferred" (checked by a
+    ``DeferredShape``)."""
 
     axis: int
     kind: str
     value: object
     mismatch: Message | None = None
+    field: str = "shape"
 
 
 @dataclass(frozen=True)
@@ -112,16 +132,28 @@ class TensorArg:
     wrong_device: Message
     wrong_device_id: Message
     not_compact: Message
+    #: declared strides (empty: the array must be compact); ``broadcast``: a dimension of
+    #: extent 1 has stride 0
+    strides: tuple[ShapeDim, ...] = ()
+    broadcast: bool = False
+    #: the element offset (None: the data starts at ``data + byte_offset``)
+    elem_offset: ShapeDim | None = None
+    elem_bytes: int = 1
+    bad_byte_offset: Message | None = None
+    offset_factor: int = 1
+    offset_misaligned: Message | None = None
 
 
 @dataclass(frozen=True)
 class DeferredShape:
-    """``expr`` (over bound variables) must equal dimension ``axis`` of argument ``index``."""
+    """``expr`` (over bound variables) must equal value ``axis`` of ``field`` ("shape",
+    "strides", "elem_offset") of argument ``index``."""
 
     index: int
     axis: int
     expr: E.PrimExpr
     mismatch: Message
+    field: str = "shape"
 
 
 @dataclass(frozen=True)
@@ -164,8 +196,9 @@ def describe(func: PrimFunc, device: str) -> ArgSpec:
     for d in deferred:
         missing = [v for v in collect_vars(d.expr) if v not in bound]
         if missing:
+            where = _what(d.index, d.field, d.axis)
             raise TVMError(
-                f"{func.name}: the shape {expr_text(d.expr)} of arg{d.index}.shape[{d.axis}] "
+                f"{func.name}: the {d.field} {expr_text(d.expr)} of {where} "
                 f"uses variable '{missing[0].name}', which is neither a scalar argument nor a "
                 f"plain dimension of an argument tensor; pass it in the argument list")
     n = len(func.params)
@@ -213,27 +246,63 @@ def _scalar(k: int, p: E.Var) -> ScalarArg:
         f"arg{k} ({p.name}): expected {want}, got type code {{}}", (ArgValue.TYPE_CODE,)))
 
 
+def _what(k: int, field: str, axis: int) -> str:
+    """How messages name a constrained value: ``arg0.shape[1]``, ``arg0.elem_offset``."""
+    return f"arg{k}.elem_offset" if field == "elem_offset" else f"arg{k}.{field}[{axis}]"
+
+
+def _constraint(k: int, field: str, axis: int, expr: E.PrimExpr, bound: set[E.Var],
+                deferred: list[DeferredShape]) -> ShapeDim:
+    """The check of one value of argument ``k`` against ``expr`` (see ``ShapeDim``)."""
+    what = _what(k, field, axis)
+    value = FIELD_VALUE[field]
+    if isinstance(expr, E.IntImm):
+        return ShapeDim(axis, "const", expr.value, Message(
+            f"Assert fail: ({expr.value} == {index_dtype(expr)}({what})), Argument {what} has "
+            f"an unsatisfied constraint: expected {expr.value}, got {{}}", (value,)), field)
+    if isinstance(expr, E.Var) and expr not in bound:
+        bound.add(expr)
+        return ShapeDim(axis, "bind", expr, field=field)
+    deferred.append(DeferredShape(k, axis, expr, Message(
+        f"Assert fail: ({expr_text(expr)} == {what}), Argument {what} has an unsatisfied "
+        f"constraint: expected {{}}, got {{}}", (ArgValue.EXPECTED_DIM, value)), field))
+    return ShapeDim(axis, "deferred", expr, field=field)
+
+
+def _offset_checks(k: int, buf, bound: set[E.Var], deferred: list[DeferredShape]) -> dict:
+    """The ``elem_offset`` fields of ``TensorArg`` for ``buf`` (none without an offset)."""
+    e = buf.elem_offset
+    if e is None or (isinstance(e, E.IntImm) and e.value == 0):
+        return {}
+    d = dt.parse(buf.dtype)
+    elem_bytes = max(d.bits * d.lanes // 8, 1)
+    a = f"arg{k}"
+    out = {
+        "elem_offset": _constraint(k, "elem_offset", 0, e, bound, deferred),
+        "elem_bytes": elem_bytes,
+        "bad_byte_offset": Message(
+            f"Argument {a}.byte_offset ({buf.name}) has an unsatisfied constraint: expected a "
+            f"multiple of the element size ({elem_bytes} bytes), got {{}}",
+            (ArgValue.BYTE_OFFSET,)),
+    }
+    if buf.offset_factor > 1 and not isinstance(e, E.IntImm):
+        out["offset_factor"] = buf.offset_factor
+        out["offset_misaligned"] = Message(
+            f"Argument {a}.elem_offset has an unsatisfied constraint: "
+            f"(({expr_text(e)} % {buf.offset_factor}) == 0), got elem_offset {{}}",
+            (ArgValue.ELEM_OFFSET,))
+    return out
+
+
 def _tensor(k: int, p: E.Var, buf, device: str, bound: set[E.Var],
             deferred: list[DeferredShape]) -> TensorArg:
     a, tname = f"arg{k}", buf.name
     code, bits, lanes = dl_code(buf.dtype)
-    dims: list[ShapeDim] = []
-    for d, extent in enumerate(buf.shape):
-        what = f"{a}.shape[{d}]"
-        if isinstance(extent, E.IntImm):
-            dims.append(ShapeDim(d, "const", extent.value, Message(
-                f"Assert fail: ({extent.value} == {index_dtype(extent)}({what})), Argument "
-                f"{what} has an unsatisfied constraint: expected {extent.value}, got {{}}",
-                (ArgValue.DIM,))))
-        elif isinstance(extent, E.Var) and extent not in bound:
-            bound.add(extent)
-            dims.append(ShapeDim(d, "bind", extent))
-        else:
-            dims.append(ShapeDim(d, "deferred", extent))
-            deferred.append(DeferredShape(k, d, extent, Message(
-                f"Assert fail: ({expr_text(extent)} == {what}), Argument {what} has an "
-                f"unsatisfied constraint: expected {{}}, got {{}}",
-                (ArgValue.EXPECTED_DIM, ArgValue.DIM))))
+    dims = [_constraint(k, "shape", d, extent, bound, deferred)
+            for d, extent in enumerate(buf.shape)]
+    strides = [_constraint(k, "strides", d, stride, bound, deferred)
+               for d, stride in enumerate(buf.strides)]
+    offset = _offset_checks(k, buf, bound, deferred)
     return TensorArg(
         k, p, tname, len(buf.shape), code, (bits, 8) if dt.is_bool(buf.dtype) else (bits,),
         lanes, tuple(dims),
@@ -256,4 +325,5 @@ def _tensor(k: int, p: E.Var, buf, device: str, bound: set[E.Var],
         not_compact=Message(
             f"Argument {a}.strides ({tname}): expected a compact (row-major contiguous) "
             f"tensor"),
+        strides=tuple(strides), broadcast=buf.buffer_type == "auto_broadcast", **offset,
     )

@@ -1,10 +1,17 @@
 """The C backend (target kinds ``llvm`` and ``c``): C11 with OpenMP and vector extensions,
-compiled by the system C compiler and loaded with ctypes (docs/codegen.md)."""
+compiled by the system C compiler and loaded with ctypes (docs/codegen.md).
+
+A sanitized build (``KILN_SANITIZE``, ``kiln.build(..., sanitize=...)``; kiln/runtime/sanitize.py)
+adds the sanitizers' flags to the target's, so the compile cache keeps sanitized and plain
+libraries apart, and refuses to load an AddressSanitizer library into a process without the
+ASan runtime (it would abort the process)."""
 
 from __future__ import annotations
 
 from kiln.ir.stmt import PrimFunc
+from kiln.ir.transform import PassContext
 from kiln.runtime.module import Module
+from kiln.runtime.sanitize import requested_sanitizers, require_runtime, sanitize_flags
 from kiln.target import Target
 
 from .backend import Backend
@@ -18,5 +25,7 @@ class CBackend(Backend):
         return generate_c(funcs, target.kind, funcs[0].name)
 
     def compile(self, funcs: list[PrimFunc], source: str, target: Target) -> Module:
+        sanitizers = requested_sanitizers(PassContext.current().config)
+        require_runtime(sanitizers)
         return Module.from_source(source, [f.name for f in funcs], funcs[0].name, target.kind,
-                                  flags=target.c_flags())
+                                  flags=target.c_flags() + sanitize_flags(sanitizers))

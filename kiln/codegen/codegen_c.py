@@ -5,7 +5,8 @@ scalars (the loop program), and the exported packed entry ``<name>`` that checks
 (count, kind, ndim, dtype, device, each shape constraint, compactness) with TVM's messages,
 binds symbolic shape variables, and calls the compute function. Parallel loops become OpenMP
 ``parallel for``; vector expressions (ramp / broadcast) use GCC vector extensions; unrolled
-loops carry ``#pragma GCC unroll``.
+loops carry ``#pragma GCC unroll``. Calls out of the compiled code (``tvm_call_packed``,
+``call_extern``, ``pragma_import_c``) are rendered by ``c_packed_call``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
+from kiln.tir.instrument_bound_checkers import CHECK_INDEX
+from kiln.tir.op import EXTERN_CALL, PACKED_CALL, STACK_ARRAY, STACK_SHAPE
 
+from .c_bound_check import render_check_index
+from .c_packed_call import IMPORT_C, extern_call_text, nested_call_error, write_packed_call
 from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
 
 _STACK_LIMIT_BYTES = 64 * 1024
@@ -355,6 +360,12 @@ class CSourceWriter:
 
     def e_Call(self, e: E.Call) -> str:
         op, args = e.op, e.args
+        if op == EXTERN_CALL:
+            return extern_call_text(self, e)
+        if op in (PACKED_CALL, STACK_ARRAY, STACK_SHAPE):
+            raise nested_call_error(e)
+        if op == CHECK_INDEX:
+            return render_check_index(e, self)
         if op == "tvm_if_then_else" and dt.lanes(args[0].dtype) > 1:
             return self._masked_if_then_else(e)
         if dt.lanes(e.dtype) > 1 and op not in ("likely", "tvm_if_then_else"):
@@ -405,6 +416,9 @@ class CSourceWriter:
     def s_Evaluate(self, s):
         if isinstance(s.value, E.IntImm):
             return
+        if isinstance(s.value, E.Call) and s.value.op == PACKED_CALL:
+            write_packed_call(self, s.value)
+            return
         self.emit(f"(void)({self.expr(s.value)});")
 
     def s_LetStmt(self, s):
@@ -454,6 +468,8 @@ class CSourceWriter:
             raise ScheduleError(
                 f"an axis is bound to GPU thread '{tag}' but the target is a CPU (llvm/c); "
                 f"bind is for target 'cuda' — use parallel/vectorize on a CPU")
+        if s.attr_key == IMPORT_C:  # C source pasted before the functions, once
+            self.helpers.setdefault(s.value.value, s.value.value)
         self.stmt(s.body)
 
     def s_Store(self, s: S.Store):

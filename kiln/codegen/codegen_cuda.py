@@ -14,6 +14,7 @@ from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
+from kiln.tir.op import PACKED_CALL
 from kiln.tir.split_host_device import Kernel
 from kiln.tir.storage_sync import STORAGE_SYNC
 
@@ -128,6 +129,10 @@ class CUDASourceWriter(CSourceWriter):
     # ---- statements ---------------------------------------------------------------------------
     def s_Evaluate(self, s: S.Evaluate):
         v = s.value
+        if isinstance(v, E.Call) and v.op == PACKED_CALL:
+            raise NotImplementedError(
+                f"tir.call_packed({v.args[0].value!r}) in CUDA device code is not supported: "
+                f"a kernel cannot call a Python function; build the extern op for target llvm")
         if isinstance(v, E.Call) and v.op == STORAGE_SYNC:
             if not self._synced:
                 self.emit("__syncthreads();")

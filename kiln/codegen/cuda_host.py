@@ -11,6 +11,7 @@ the host side is Python rather than generated C.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from kiln.ir.printer import expr_text, stmt_text
 from kiln.runtime.device import CUDA
 from kiln.runtime.fastcall import reject_argument
 from kiln.runtime.ndarray import DLTensor, NDArray
+from kiln.tir.op import PACKED_CALL
 from kiln.tir.split_host_device import LAUNCH, Kernel, SplitFunc
 
 from .arg_checks import (
@@ -34,6 +36,7 @@ from .arg_checks import (
     TYPE_CODE_TENSOR,
     ArgSpec,
     ScalarArg,
+    ShapeDim,
     TensorArg,
     describe,
 )
@@ -90,11 +93,11 @@ class ArgChecker:
                 _check_tensor(arg, a, env)
         for d in spec.deferred:
             want = int(evaluate(d.expr, env))
-            got = int(env[("shape", d.index)].shape[d.axis])
+            got = env[(d.field, d.index)][d.axis]
             if want != got:
                 raise TVMError(d.mismatch.format(want, got))
         for alias in spec.aliases:
-            if _overlap(env[("shape", alias.output)], env[("shape", alias.other)]):
+            if _overlap(env[("tensor", alias.output)], env[("tensor", alias.other)]):
                 raise TVMError(alias.overlap.text)
         return env
 
@@ -139,20 +142,40 @@ def _check_tensor(arg: TensorArg, a: Any, env: dict) -> None:
     first = env.setdefault("__device_id__", t.device.device_id)
     if t.device.device_id != first:
         raise TVMError(arg.wrong_device_id.format(first, t.device.device_id))
+    shape = [int(t.shape[d]) for d in range(arg.ndim)]
+    env[("tensor", arg.index)] = t
+    env[("shape", arg.index)] = shape
     for dim in arg.dims:
-        got = t.shape[dim.axis]
-        if dim.kind == "const" and got != dim.value:
-            raise TVMError(dim.mismatch.format(got))
-        if dim.kind == "bind":
-            env[dim.value] = int(got)
-    if t.strides and arg.ndim:
-        expect = 1
-        for d in range(arg.ndim - 1, -1, -1):
-            if t.shape[d] != 1 and t.strides[d] != expect:
-                raise TVMError(arg.not_compact.text)
-            expect *= t.shape[d]
-    env[arg.var] = int(t.data or 0) + int(t.byte_offset)
-    env[("shape", arg.index)] = t
+        _constrain(dim, shape[dim.axis], env)
+    compact = [math.prod(shape[d + 1:]) for d in range(arg.ndim)]
+    strides = [int(t.strides[d]) for d in range(arg.ndim)] if t.strides else compact
+    if not arg.strides and any(n != 1 and st != c
+                               for n, st, c in zip(shape, strides, compact, strict=True)):
+        raise TVMError(arg.not_compact.text)
+    if arg.broadcast:
+        strides = [0 if n == 1 else st for n, st in zip(shape, strides, strict=True)]
+    env[("strides", arg.index)] = strides
+    for dim in arg.strides:
+        _constrain(dim, strides[dim.axis], env)
+    if arg.elem_offset is None:
+        env[arg.var] = int(t.data or 0) + int(t.byte_offset)
+        return
+    if t.byte_offset % arg.elem_bytes:
+        raise TVMError(arg.bad_byte_offset.format(t.byte_offset))
+    offset = int(t.byte_offset) // arg.elem_bytes
+    env[("elem_offset", arg.index)] = [offset]
+    _constrain(arg.elem_offset, offset, env)
+    if arg.offset_misaligned is not None and offset % arg.offset_factor:
+        raise TVMError(arg.offset_misaligned.format(offset))
+    env[arg.var] = int(t.data or 0)
+
+
+def _constrain(dim: ShapeDim, got: int, env: dict) -> None:
+    """Check a constant value of an argument, or bind the variable it defines."""
+    if dim.kind == "const" and got != dim.value:
+        raise TVMError(dim.mismatch.format(got))
+    if dim.kind == "bind":
+        env[dim.value] = got
 
 
 # ---------------------------------------------------------------------------------------
@@ -274,6 +297,10 @@ class HostFunction:
             return self._launcher(self._kernels[v.args[0].value])
         if isinstance(v, E.IntImm):
             return lambda env: None
+        if isinstance(v, E.Call) and v.op == PACKED_CALL:
+            raise NotImplementedError(
+                f"{self.name}: tir.call_packed({v.args[0].value!r}) on target cuda is not "
+                f"supported yet; build the extern op for target llvm")
         raise TVMError(f"{self.name}: the host program cannot evaluate {expr_text(v)}")
 
     def _launcher(self, k: Kernel):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 from kiln.ir import expr as E
-from kiln.ir.functor import collect_vars
 from kiln.ir.stmt import PrimFunc
 from kiln.runtime.compiler import runtime_header
 
+from .c_bound_check import epilogue, has_bound_checks, prologue
 from .c_entry import write_entry
+from .c_packed_call import PACKED_CALLS_DEFINE, uses_packed_calls
 from .c_types import c_scalar
 from .codegen_c import CSourceWriter, _Names
 
@@ -42,16 +43,16 @@ def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> st
         if p not in func.buffer_map:
             scalars.append(p)
     for buf in func.buffer_map.values():
-        for ext in buf.shape:
-            for v in collect_vars(ext):
-                if v not in scalars:
-                    scalars.append(v)
+        scalars.extend(v for v in buf.symbolic_vars() if v not in scalars)
     for v in scalars:
         sig.append(f"{c_scalar(v.dtype)} {names.get(v)}")
         call.append(names.get(v))
     write_entry(func, names, entry_w, compute_name, call)
+    checked = has_bound_checks(func.body)
     out = [f"static int32_t {compute_name}({', '.join(sig) or 'void'}) {{"]
+    out += [prologue()] if checked else []
     out += body_w.lines
+    out += [epilogue(func.name)] if checked else []
     out.append("  return 0;")
     out.append("}")
     out.append("")
@@ -69,7 +70,8 @@ def generate_c(funcs: list[PrimFunc], target: str, entry: str) -> str:
     bodies = [_function(f, typedefs, helpers) for f in funcs]
     info = json.dumps({"functions": [f.name for f in funcs], "entry": entry,
                        "target": target})
-    parts = [runtime_header(), _ALLOC]
+    parts = [PACKED_CALLS_DEFINE] if uses_packed_calls(funcs) else []
+    parts += [runtime_header(), _ALLOC]
     parts += sorted(typedefs)
     parts += list(helpers.values())
     parts += bodies

@@ -7,8 +7,12 @@ phases (``pipeline.TARGET_PHASES[backend.name]``), then the backend of the targe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kiln.codegen.backend import Backend, backend_for
 from kiln.ir.stmt import IRModule, PrimFunc
+from kiln.ir.transform import PassContext
+from kiln.runtime.sanitize import SANITIZE_CONFIG, parse_sanitizers
 from kiln.target import Target
 from kiln.te.schedule import Schedule
 
@@ -17,12 +21,17 @@ from .lower import lower
 
 
 def build(inputs, args=None, target="llvm", target_host=None, name: str = "default_function",
-          binds=None, debug: bool | None = None):
+          binds=None, debug: bool | None = None, sanitize: str | Sequence[str] | None = None):
     """Compile a schedule (or a lowered IRModule/PrimFunc) to a runtime Module.
 
     ``mod = kiln.build(s, [A, B, C])`` then ``mod(a, b, c)`` with NDArrays. ``debug=True``
     (or ``KILN_DEBUG=1``) prints the IR after every pass, target passes included.
+    ``sanitize="address,undefined"`` (or ``KILN_SANITIZE``) builds a CPU kernel with those
+    sanitizers and kiln's bound checks (docs/reliability.md).
     """
+    if sanitize is not None:
+        with _sanitizing(sanitize):
+            return build(inputs, args, target, target_host, name, binds, debug)
     tgt = as_target(target)
     if isinstance(inputs, Schedule):
         mod = lower(inputs, args, name=name, binds=binds, debug=debug)
@@ -33,6 +42,13 @@ def build(inputs, args=None, target="llvm", target_host=None, name: str = "defau
     else:
         raise TypeError(f"build expects a te.Schedule or an IRModule, got {type(inputs).__name__}")
     return build_module(mod, tgt, debug=debug)
+
+
+def _sanitizing(sanitize: str | Sequence[str]) -> PassContext:
+    """The current PassContext with its config's sanitizers set to ``sanitize``."""
+    ctx = PassContext.current()
+    config = {**ctx.config, SANITIZE_CONFIG: ",".join(parse_sanitizers(sanitize))}
+    return PassContext(ctx.opt_level, ctx.required_pass, ctx.disabled_pass, config)
 
 
 def as_target(target) -> Target:

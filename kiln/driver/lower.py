@@ -16,6 +16,7 @@ from kiln.ir.expr import Var
 from kiln.ir.functor import collect_vars, defined_vars
 from kiln.ir.stmt import Buffer, IRModule, PrimFunc
 from kiln.te.schedule import Schedule
+from kiln.te.schedule_ops import output_aliases
 from kiln.te.tensor import PlaceholderOp, Tensor
 
 from . import pipeline
@@ -74,11 +75,13 @@ def _current_tensor(sch: Schedule, arg):
 
 def _check_inputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:
     # An output missing from the arguments is legal (the book lowers with [A, B] to look at
-    # the loops): it is then allocated inside the function like any temporary.
+    # the loops): it is then allocated inside the function like any temporary. A scan's
+    # state placeholder is no input: it stands for the scan's output (output_aliases).
+    aliases = output_aliases(sch)
     for st in sch.stages:
         if isinstance(st.op, PlaceholderOp):
             t = st.op.output(0)
-            if t not in tensor_buffers:
+            if t not in tensor_buffers and t not in aliases:
                 raise TVMError(
                     f"input tensor '{t.name}' is read by the schedule but is not in the "
                     f"argument list of lower/build")
@@ -87,8 +90,7 @@ def _check_inputs_are_args(sch: Schedule, tensor_buffers: dict) -> None:
 def _check_free_vars(func: PrimFunc) -> None:
     defined: set[Var] = set(func.params)
     for buf in func.buffer_map.values():
-        for ext in buf.shape:
-            defined |= collect_vars(ext)
+        defined |= set(buf.symbolic_vars())
     bound = defined_vars(func.body)
     for v in collect_vars(func.body):
         if v not in defined and v not in bound and v.dtype != "handle":

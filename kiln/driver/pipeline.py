@@ -33,6 +33,7 @@ from kiln.te.inline import effective_bodies
 from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.tir.inject_virtual_thread import inject_virtual_thread
+from kiln.tir.instrument_bound_checkers import instrument_bound_checkers
 from kiln.tir.loop_partition import loop_partition, partition_const_loop_option
 from kiln.tir.lower_divmod import lower_divmod
 from kiln.tir.partition_conditions import partition_conditions
@@ -195,6 +196,7 @@ def _each_kernel(fn: Callable[[Stmt], Stmt]) -> Callable[[SplitFunc], SplitFunc]
 TARGET_PHASES: dict[str, tuple[Phase, ...]] = {
     "c": (
         Phase("c", "PrimFunc → PrimFunc for C code generation", (
+            Pass("instrument_bound_checkers", instrument_bound_checkers),
             _body("partition_conditions", partition_conditions),
             _body("vectorize_lane_masks", vectorize_lane_masks),
             _body("simplify", simplify),

@@ -1,1 +1,2 @@
-"""Programs run with ``python -m`` (TVM's ``tvm.exec``): ``kiln.exec.rpc_server``."""
+"""Programs run with ``python -m`` (TVM's ``tvm.exec``): ``kiln.exec.rpc_server``,
+``kiln.exec.rpc_tracker`` and ``kiln.exec.query_rpc_tracker``."""

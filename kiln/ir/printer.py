@@ -126,6 +126,8 @@ class _StmtPrinter:
                 name = node.var.name
             elif isinstance(node, E.Var):
                 name = node.name
+            elif isinstance(node, tuple):  # a buffer bound to a tensor (te.extern)
+                name = ", ".join(getattr(x, "name", "?") for x in node)
             else:
                 name = getattr(node, "name", type(node).__name__)
             val = s.value
@@ -182,5 +184,22 @@ def to_text(node) -> str:
     if isinstance(node, S.Stmt):
         return stmt_text(node)
     if isinstance(node, S.Buffer):
-        return f"buffer({node.name}, {node.dtype}, [{', '.join(map(expr_text, node.shape))}])"
+        return _buffer_text(node)
     return expr_text(node)
+
+
+def _buffer_text(buf) -> str:
+    """``buffer(A, float32, [n, m])``, then the strides, offset and options a buffer from
+    ``tir.decl_buffer`` sets (``strides=[s0, 1], elem_offset=A_elem_offset, ...``)."""
+    parts = [buf.name, buf.dtype, f"[{', '.join(map(expr_text, buf.shape))}]"]
+    if buf.strides:
+        parts.append(f"strides=[{', '.join(map(expr_text, buf.strides))}]")
+    if buf.elem_offset is not None:
+        parts.append(f"elem_offset={expr_text(buf.elem_offset)}")
+    if buf.offset_factor > 1:
+        parts.append(f"offset_factor={buf.offset_factor}")
+    if buf.buffer_type:
+        parts.append(f'type="{buf.buffer_type}"')
+    if buf.scope != "global":
+        parts.append(f'scope="{buf.scope}"')
+    return f"buffer({', '.join(parts)})"

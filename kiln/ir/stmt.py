@@ -157,19 +157,37 @@ def is_no_op(s: Stmt) -> bool:
     return isinstance(s, Evaluate) and isinstance(s.value, IntImm)
 
 
-class Buffer(Node):
-    """A region of memory: data pointer var, element dtype, shape, strides and scope."""
+#: ``data_alignment`` of a buffer that does not say (TVM's ``runtime::kAllocAlignment``)
+DEFAULT_ALIGNMENT = 64
 
-    __slots__ = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope")
-    _fields = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope")
+
+class Buffer(Node):
+    """A region of memory (TVM's ``tir.Buffer``): the data pointer var, element dtype, shape,
+    strides (empty: dense row-major), ``elem_offset`` (where element 0 starts, in elements
+    from ``data``; None: at ``data``), name and scope.
+
+    ``data_alignment`` (bytes) and ``offset_factor`` (``elem_offset`` is a multiple of it)
+    are what the buffer promises about its start; ``buffer_type`` ``"auto_broadcast"`` gives
+    a dimension of extent 1 the stride 0. As a function argument the buffer's symbolic
+    strides and ``elem_offset`` are bound from the array passed (codegen/arg_checks.py).
+    """
+
+    __slots__ = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope",
+                 "data_alignment", "offset_factor", "buffer_type")
+    _fields = ("data", "dtype", "shape", "strides", "elem_offset", "name", "scope",
+               "data_alignment", "offset_factor", "buffer_type")
 
     def __init__(self, data: Var, dtype: str, shape, name: str, strides=(), elem_offset=None,
-                 scope: str = "global"):
+                 scope: str = "global", data_alignment: int = DEFAULT_ALIGNMENT,
+                 offset_factor: int = 1, buffer_type: str = ""):
         self._init(data=data, dtype=dt.normalize(dtype), shape=tuple(convert(s) for s in shape),
-                   strides=tuple(strides), elem_offset=elem_offset, name=name, scope=scope)
+                   strides=tuple(convert(s) for s in strides),
+                   elem_offset=None if elem_offset is None else convert(elem_offset), name=name,
+                   scope=scope, data_alignment=data_alignment, offset_factor=offset_factor,
+                   buffer_type=buffer_type)
 
     def dense_strides(self) -> list[PrimExpr]:
-        """Row-major strides, in elements, of this buffer's shape."""
+        """The strides, in elements: the declared ones, else row-major of the shape."""
         if self.strides:
             return list(self.strides)
         out: list[PrimExpr] = []
@@ -179,10 +197,46 @@ class Buffer(Node):
             acc = acc * extent
         return list(reversed(out))
 
+    def symbolic_vars(self) -> list[Var]:
+        """The variables of the shape, strides and ``elem_offset``, in that order, each once:
+        the values an argument array gives (its dimensions, strides and offset)."""
+        from .functor import collect_vars  # functor imports this module
 
-def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", scope: str = "global"):
-    """``tvm.tir.decl_buffer``: a buffer with a fresh data pointer variable."""
-    return Buffer(Var(name, "handle"), dtype, shape, name, scope=scope)
+        out: list[Var] = []
+        offset = () if self.elem_offset is None else (self.elem_offset,)
+        for e in (*self.shape, *self.strides, *offset):
+            out.extend(v for v in collect_vars(e) if v not in out)
+        return out
+
+
+def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data: Var | None = None,
+                strides=None, elem_offset=None, scope: str = "", data_alignment: int = -1,
+                offset_factor: int = 0, buffer_type: str = "", axis_separators=None,
+                span=None) -> Buffer:
+    """``tvm.tir.decl_buffer``: a buffer over ``data`` (a fresh pointer variable named
+    ``name`` by default). As in TVM, ``offset_factor`` without ``elem_offset`` makes the
+    offset a variable ``<name>_elem_offset`` (bound from the array's ``byte_offset``), and
+    ``buffer_type="auto_broadcast"`` without ``strides`` makes every stride a variable
+    ``<name>_stride<i>`` (0 where the array's dimension is 1). ``span`` (source location) is
+    accepted for TVM's signature and ignored."""
+    if axis_separators:
+        raise NotImplementedError(
+            f"decl_buffer({name!r}): axis_separators (buffers flattened to several physical "
+            f"axes) are not supported; kiln flattens every buffer to one dimension")
+    if buffer_type not in ("", "default", "auto_broadcast"):
+        raise ValueError(f"decl_buffer({name!r}): buffer_type must be '' or 'auto_broadcast', "
+                         f"got {buffer_type!r}")
+    shape = tuple(shape) if isinstance(shape, list | tuple) else (shape,)
+    index_type = "int32"
+    if offset_factor != 0 and elem_offset is None:
+        elem_offset = Var(f"{name}_elem_offset", index_type)
+    if buffer_type == "auto_broadcast" and strides is None and shape:
+        strides = [Var(f"{name}_stride{i}", index_type) for i in range(len(shape))]
+    return Buffer(Var(name, "handle") if data is None else data, dtype, shape, name,
+                  strides=strides or (), elem_offset=elem_offset, scope=scope or "global",
+                  data_alignment=data_alignment if data_alignment > 0 else DEFAULT_ALIGNMENT,
+                  offset_factor=max(offset_factor, 1),
+                  buffer_type="auto_broadcast" if buffer_type == "auto_broadcast" else "")
 
 
 class PrimFunc(Node):

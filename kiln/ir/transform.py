@@ -17,6 +17,7 @@ passes run after the built-in passes of that phase (0 to 3; see ``kiln.driver.pi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from .stmt import IRModule
 class PassContext:
     """``with tvm.transform.PassContext(opt_level=3, config={...}):`` (``relay.build_config``)."""
 
-    _stack: list[PassContext] = []
+    _local = threading.local()  # each thread enters its own contexts, as in TVM
 
     def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None,
                  config=None, **_ignored) -> None:
@@ -37,17 +38,26 @@ class PassContext:
         self.disabled_pass = set(disabled_pass or ())
         self.config = dict(config or {})
 
+    @staticmethod
+    def _stack() -> list[PassContext]:
+        """This thread's entered contexts, innermost last."""
+        if not hasattr(PassContext._local, "stack"):
+            PassContext._local.stack = []
+        return PassContext._local.stack
+
     def __enter__(self) -> PassContext:
-        PassContext._stack.append(self)
+        PassContext._stack().append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        PassContext._stack.pop()
+        PassContext._stack().pop()
 
     @staticmethod
     def current() -> PassContext:
-        """The innermost context of the enclosing ``with`` blocks (``opt_level=3`` if none)."""
-        return PassContext._stack[-1] if PassContext._stack else PassContext(opt_level=3)
+        """The innermost context of this thread's enclosing ``with`` blocks (``opt_level=3``
+        if none)."""
+        stack = PassContext._stack()
+        return stack[-1] if stack else PassContext(opt_level=3)
 
 
 @dataclass(frozen=True)

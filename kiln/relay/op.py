@@ -125,6 +125,7 @@ OPS: dict = {
     "sigmoid": (lambda ts, a: topi.sigmoid(ts[0]), ELEMWISE,
                 lambda v, a: 1 / (1 + np.exp(-v[0]))),
     "tanh": (lambda ts, a: topi.tanh(ts[0]), ELEMWISE, lambda v, a: np.tanh(v[0])),
+    "erf": (lambda ts, a: topi.erf(ts[0]), ELEMWISE, None),
     "leaky_relu": (lambda ts, a: topi.nn.leaky_relu(ts[0], a["alpha"]), ELEMWISE,
                    lambda v, a: np.where(v[0] > 0, v[0], v[0] * a["alpha"])),
     "clip": (lambda ts, a: topi.clip(ts[0], a["a_min"], a["a_max"]), ELEMWISE,

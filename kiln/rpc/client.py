@@ -26,7 +26,8 @@ from ..runtime.device import CPU, CUDA, Device
 from ..runtime.device import device as _local_device
 from ..runtime.module import BenchmarkResult
 from ..runtime.ndarray import NDArray, as_copy_source, check_copy_match, dtype_to_dl
-from .protocol import recv_message, send_message
+from .auth import AuthenticationError, dial
+from .protocol import ProtocolError, recv_message, send_message
 
 __all__ = ["RPCError", "RemoteError", "RPCSession", "LocalSession", "RemoteDevice",
            "RemoteNDArray", "RemoteModule", "RemoteGraphModule", "connect"]
@@ -47,16 +48,27 @@ class RemoteError(TVMError):
 
 # ---- transports: how a request reaches a SessionHandler ---------------------------------
 class _SocketTransport:
-    def __init__(self, host: str, port: int, timeout: float | None) -> None:
+    def __init__(self, host: str, port: int, timeout: float | None,
+                 auth_key: bytes | str | None = None, ssl_context: Any = None) -> None:
         self.addr = f"{host}:{port}"
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout or 10.0)
-        except OSError as e:
+            self._sock, role = dial(host, port, timeout=timeout, auth_key=auth_key,
+                                    ssl_context=ssl_context)
+        except AuthenticationError as e:
+            raise RPCError(f"{self.addr}: {e}") from None
+        except TimeoutError:
+            raise RPCError(f"RPC server {self.addr} did not answer the greeting in time "
+                           "(is it a kiln RPC server?)") from None
+        except (OSError, ProtocolError) as e:
             raise RPCError(f"cannot connect to the RPC server at {self.addr}: "
-                           f"{e.strerror or e} (is `python -m kiln.exec.rpc_server --host "
-                           f"{host} --port {port}` running there?)") from None
-        self._sock.settimeout(timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                           f"{getattr(e, 'strerror', None) or e} (is `python -m "
+                           f"kiln.exec.rpc_server --host {host} --port {port}` running "
+                           "there?)") from None
+        if role != "server":
+            self.close()
+            raise RPCError(f"{self.addr} is an RPC {role}, not a server: ask it for a "
+                           f"server with rpc.connect_tracker({host!r}, {port})"
+                           ".request(key)")
 
     def request(self, header: dict[str, Any], blobs: list[Any]):
         send_message(self._sock, header, blobs)
@@ -97,14 +109,19 @@ class RPCSession:
     objects dropped by the client are freed on the server with the next request.
     """
 
-    def __init__(self, transport: Any, session_timeout: float = 0) -> None:
+    def __init__(self, transport: Any, session_timeout: float = 0, key: str = "") -> None:
         self._transport = transport
         self.addr: str = transport.addr
         self._lock = threading.Lock()
         self._closed = False
         self._pending_free: deque[int] = deque()
         try:
-            info = self._request({"op": "hello", "session_timeout": session_timeout})
+            try:
+                info = self._request({"op": "hello", "session_timeout": session_timeout,
+                                      "key": key})
+            except RemoteError as e:
+                raise RPCError(f"RPC server {self.addr} refused the session: "
+                               f"{e.remote_traceback or e}") from None
             if info.get("server") != "kiln":
                 raise RPCError(f"{self.addr} is not a kiln RPC server")
         except BaseException:
@@ -279,16 +296,20 @@ class LocalSession(RPCSession):
 
 
 def connect(url: str, port: int, key: str = "", session_timeout: float = 0,
-            timeout: float | None = None) -> RPCSession:
+            timeout: float | None = None, *, auth_key: bytes | str | None = None,
+            ssl_context: Any = None) -> RPCSession:
     """Open a session with the RPC server at ``url:port``.
 
-    ``session_timeout`` (seconds, 0 = none) asks the server to end the session after that
-    long; ``timeout`` bounds the connection attempt and every wait for a reply (None: 10 s
-    to connect, no limit on replies). ``key`` is accepted for TVM compatibility (kiln has
-    no tracker) and ignored.
+    ``session_timeout`` (seconds, 0 = none) makes the server end the session (and kill
+    what it runs) after that long; ``timeout`` bounds the connection attempt and every wait
+    for a reply (None: 10 s to connect, no limit on replies). ``key`` is the match key a
+    tracker gave for a server registered with it (see :func:`kiln.rpc.connect_tracker`);
+    ``auth_key`` the shared key of a server that wants one (default: the
+    ``KILN_RPC_KEY`` environment variable); ``ssl_context`` a client TLS context for a
+    server started with a certificate.
     """
-    del key
-    return RPCSession(_SocketTransport(url, int(port), timeout), session_timeout)
+    return RPCSession(_SocketTransport(url, int(port), timeout, auth_key, ssl_context),
+                      session_timeout, key)
 
 
 # ---- remote objects ----------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """A distributed device pool: independent jobs spread over several RPC servers.
 
 ``DevicePool([(host, port), ...])`` keeps one session per server and one worker thread per
-session. :meth:`DevicePool.map` hands each job to whichever server is free and returns one
-:class:`JobResult` per job, in job order: a value, or an error record — a job never raises
-out of the pool. :meth:`DevicePool.measure` is the tuning use: upload a built library,
-run its ``time_evaluator`` on random inputs, return the costs.
+session; ``DevicePool.from_tracker(tracker, key, n)`` has ``n`` slots, each asking the
+tracker for a server of ``key`` when its worker starts (so it measures on whatever servers
+of the key are free, in the tracker's priority order). :meth:`DevicePool.map` hands each
+job to whichever server is free and returns one :class:`JobResult` per job, in job order: a
+value, or an error record — a job never raises out of the pool. :meth:`DevicePool.measure`
+is the tuning use: upload a built library, run its ``time_evaluator`` on random inputs,
+return the costs.
 
 A job whose server drops the connection is put back once for another server (a second
 loss gives an error record); the worker reconnects once and retires if that fails, leaving
@@ -14,6 +17,7 @@ error record each.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -26,6 +30,7 @@ import numpy as np
 
 from ..errors import TVMError
 from .client import RPCError, RPCSession, connect
+from .tracker_client import TrackerSession
 
 __all__ = ["DevicePool", "JobResult", "MeasureJob", "MeasureResult"]
 
@@ -117,20 +122,42 @@ class DevicePool:
         self.servers = [(str(h), int(p)) for h, p in servers]
         self.timeout = timeout
         self.session_timeout = session_timeout
-        self.unreachable: dict[str, str] = {}
-        self._sessions: list[RPCSession | None] = []
-        for host, port in self.servers:
+        self._init_slots([f"{h}:{p}" for h, p in self.servers],
+                         [functools.partial(connect, h, p, session_timeout=session_timeout,
+                                            timeout=timeout) for h, p in self.servers])
+        for slot in range(len(self._labels)):
             try:
-                self._sessions.append(self._connect(host, port))
+                self._sessions[slot] = self._connectors[slot]()
             except RPCError as e:
-                self.unreachable[f"{host}:{port}"] = str(e)
-                self._sessions.append(None)
+                self._retire(slot, str(e))
         if not any(self._sessions):
             raise RPCError("DevicePool: no server could be reached: "
                            + "; ".join(self.unreachable.values()))
 
-    def _connect(self, host: str, port: int) -> RPCSession:
-        return connect(host, port, session_timeout=self.session_timeout, timeout=self.timeout)
+    @classmethod
+    def from_tracker(cls, tracker: TrackerSession, key: str, n: int, priority: int = 1,
+                     session_timeout: float = 0, wait: float | None = None) -> DevicePool:
+        """``n`` slots, each holding a session with a server of ``key`` that ``tracker``
+        handed out (asked for when the slot's worker starts, waiting up to ``wait`` s)."""
+        pool = cls.__new__(cls)
+        pool.servers, pool.timeout, pool.session_timeout = [], wait, session_timeout
+        request = functools.partial(tracker.request, key, priority, session_timeout,
+                                    timeout=wait)
+        pool._init_slots([f"{tracker.addr}[{key}]#{i}" for i in range(n)], [request] * n)
+        return pool
+
+    def _init_slots(self, labels: list[str], connectors: list[Callable[[], RPCSession]]
+                    ) -> None:
+        self._labels = labels
+        self._connectors = connectors
+        self._sessions: list[RPCSession | None] = [None] * len(labels)
+        self._retired: set[int] = set()
+        self.unreachable: dict[str, str] = {}
+
+    def _retire(self, slot: int, why: str) -> None:
+        self.unreachable[self._labels[slot]] = why
+        self._sessions[slot] = None
+        self._retired.add(slot)
 
     @property
     def size(self) -> int:
@@ -149,17 +176,15 @@ class DevicePool:
         retried: set[int] = set()  # jobs put back once after their server dropped
 
         def worker(slot: int) -> None:
-            host, port = self.servers[slot]
-            addr = f"{host}:{port}"
-            while True:
+            while not todo.empty():
                 sess = self._sessions[slot]
                 if sess is None or sess.closed:
-                    try:  # one reconnection attempt per job after a lost session
-                        sess = self._sessions[slot] = self._connect(host, port)
+                    try:  # one (re)connection attempt per job after a lost session
+                        sess = self._sessions[slot] = self._connectors[slot]()
                     except RPCError as e:
-                        self.unreachable[addr] = str(e)
-                        self._sessions[slot] = None
+                        self._retire(slot, str(e))
                         return
+                addr = sess.addr
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
@@ -177,10 +202,10 @@ class DevicePool:
                                            time.perf_counter() - start)
 
         # rounds: a job put back after its server died may find the other workers gone
-        while not todo.empty() and any(s is not None for s in self._sessions):
+        while not todo.empty() and len(self._retired) < len(self._labels):
             threads = [threading.Thread(target=worker, args=(k,), daemon=True,
                                         name=f"kiln-pool-{k}")
-                       for k, s in enumerate(self._sessions) if s is not None]
+                       for k in range(len(self._labels)) if k not in self._retired]
             for t in threads:
                 t.start()
             for t in threads:
@@ -210,4 +235,4 @@ class DevicePool:
         self.close()
 
     def __repr__(self) -> str:
-        return f"DevicePool({self.size} of {len(self.servers)} servers)"
+        return f"DevicePool({self.size} of {len(self._labels)} slots)"

@@ -8,17 +8,24 @@ A message on the socket is::
 
 Nothing is pickled: a peer can only ask for the operations the server's dispatch table
 names, and array data travels as raw bytes described by (shape, dtype) in the header.
+Every receiver states its limits (:class:`Limits`): the largest header and the largest total
+of blobs it accepts; a message over them is refused before its body is read, so a peer
+cannot make the receiver allocate memory. Read timeouts are the socket's own
+(``sock.settimeout``), set by whoever owns the socket.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAGIC", "VERSION", "ProtocolError", "send_message", "recv_message"]
+__all__ = ["MAGIC", "VERSION", "Limits", "ProtocolError", "send_message", "recv_message",
+           "peer_closed"]
 
 MAGIC = b"KRPC"
 VERSION = 1
@@ -29,6 +36,16 @@ MAX_HEADER = 16 << 20
 MAX_BLOB = 1 << 36
 
 _FIRST_CHUNK = 16 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest message a receiver accepts: ``header`` bytes of JSON, ``blobs`` bytes of
+    blob data in all (an RPC session's uploads and arrays; a tracker takes none)."""
+
+    header: int = MAX_HEADER
+    blobs: int = MAX_BLOB
+
 
 Blob = bytes | bytearray | memoryview
 
@@ -62,16 +79,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[bytearray]]:
-    """Receive one message; raises ProtocolError on a malformed one and ConnectionError
-    when the peer goes away."""
+def recv_message(sock: socket.socket, limits: Limits = Limits(),
+                 ) -> tuple[dict[str, Any], list[bytearray]]:
+    """Receive one message; raises ProtocolError on a malformed one or one over ``limits``,
+    ConnectionError when the peer goes away and TimeoutError when the socket's timeout
+    expires."""
     magic, version, length = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
     if magic != MAGIC:
         raise ProtocolError(f"not a kiln RPC peer (got {bytes(magic)!r} instead of {MAGIC!r})")
     if version != VERSION:
         raise ProtocolError(f"kiln RPC protocol version {version} is not {VERSION}")
-    if length > MAX_HEADER:
-        raise ProtocolError(f"message header of {length} bytes is too large")
+    if length > limits.header:
+        raise ProtocolError(f"message header of {length} bytes is over the limit of "
+                            f"{limits.header} bytes")
     try:
         header = json.loads(_recv_exact(sock, length).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -80,4 +100,21 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[bytearray]]:
     if not isinstance(sizes, list) or not all(isinstance(s, int) and 0 <= s <= MAX_BLOB
                                               for s in sizes):
         raise ProtocolError("bad message header: 'blobs' must list sizes")
+    if sum(sizes) > limits.blobs:
+        raise ProtocolError(f"message data of {sum(sizes)} bytes is over the limit of "
+                            f"{limits.blobs} bytes")
     return header, [_recv_exact(sock, s) for s in sizes]
+
+
+def peer_closed(sock: socket.socket) -> bool:
+    """True when the peer closed ``sock`` (a read would give end-of-file now). It peeks on a
+    duplicate of the descriptor, so it consumes nothing and works under TLS too."""
+    raw = socket.socket(fileno=os.dup(sock.fileno()))
+    try:
+        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        raw.close()

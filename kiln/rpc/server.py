@@ -1,10 +1,17 @@
 """The RPC server: runs uploaded modules on this machine for remote clients.
 
-``Server(host, port)`` listens in a background thread and serves each connection in its own
-thread. Every connection is a *session* with its own temporary workspace directory (where
-uploads go) and its own table of objects (loaded modules, arrays, graph executors) that the
-client refers to by integer handles. When the session ends, normally or because the client
-died, its objects are dropped and its workspace is deleted; the server keeps serving.
+``Server(host, port)`` listens in a background thread (a :class:`~kiln.rpc.listener.Listener`:
+localhost unless told otherwise, a key for any other address, optional TLS). Every
+connection that passes the key check and says ``hello`` is a *session*: a child process of
+its own (:mod:`kiln.rpc.session_process`) with its own workspace directory (where uploads
+go) and its own table of objects (loaded modules, arrays, graph executors) that the client
+refers to by integer handles. When the session ends (the client said goodbye or went away,
+its ``session_timeout`` or the idle timeout passed, or a kernel crashed the child) the child
+is killed with everything it started and its workspace is deleted; the server keeps serving.
+
+With ``tracker_addr`` the server registers under ``key`` with an RPC tracker
+(:mod:`kiln.rpc.tracker`) and serves one session at a time, to the client the tracker sent
+(it presents the match key the server offered).
 
 The operations a client may ask for are exactly the ``_op_*`` methods of
 :class:`SessionHandler`; arguments are JSON values and raw array bytes (see protocol.py).
@@ -33,13 +40,27 @@ from ..runtime import graph_executor
 from ..runtime import ndarray as _nd
 from ..runtime.device import Device
 from ..runtime.module import Module, load_module
-from .protocol import ProtocolError, recv_message, send_message
+from .auth import HANDSHAKE_TIMEOUT
+from .listener import Listener
+from .protocol import MAX_HEADER, Limits, ProtocolError, recv_message, send_message
+from .session_process import SessionProcess, relay
+from .tracker_client import Registration
 
 __all__ = ["Server", "SessionHandler"]
 
 logger = logging.getLogger("RPCServer")
 
 Reply = tuple[dict[str, Any], list[Any]]
+#: the device attributes a client may read (RemoteDevice's CUDA limits)
+_DEVICE_ATTRS = frozenset({"max_threads_per_block", "max_shared_memory_per_block",
+                           "warp_size", "compute_version", "max_thread_dimensions"})
+
+
+def hello_info() -> dict[str, Any]:
+    """What a server says about itself when a session starts."""
+    from ..target import host_triple
+
+    return {"server": "kiln", "host_triple": host_triple(), "machine": platform.node()}
 
 
 def _is_graph_archive(path: str) -> bool:
@@ -57,9 +78,9 @@ class SessionHandler:
     operation becomes an error reply carrying the remote traceback, never a dead session.
     """
 
-    def __init__(self, peer: str = "local") -> None:
+    def __init__(self, peer: str = "local", workspace: str | None = None) -> None:
         self.peer = peer
-        self.workspace = tempfile.mkdtemp(prefix="kiln-rpc-")
+        self.workspace = workspace or tempfile.mkdtemp(prefix="kiln-rpc-")
         self._objects: dict[int, Any] = {}
         self._ids = itertools.count(1)
         self._loaded = itertools.count()
@@ -104,7 +125,12 @@ class SessionHandler:
                 or ".." in name.replace("\\", "/").split("/"):
             raise TVMError(f"bad remote file name {name!r}: use a relative name inside the "
                            "session workspace, without '..'")
-        return os.path.join(self.workspace, name)
+        path = os.path.join(self.workspace, name)
+        root = os.path.realpath(self.workspace)
+        if os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise TVMError(f"bad remote file name {name!r}: it leads out of the session "
+                           "workspace through a link")
+        return path
 
     def _files(self) -> list[str]:
         out = []
@@ -145,10 +171,7 @@ class SessionHandler:
 
     # ---- session -----------------------------------------------------------------------
     def _op_hello(self, h, blobs) -> Reply:
-        from ..target import host_triple
-
-        return {"server": "kiln", "host_triple": host_triple(),
-                "machine": platform.node()}, []
+        return hello_info(), []
 
     # ---- files -------------------------------------------------------------------------
     def _op_upload(self, h, blobs) -> Reply:
@@ -224,8 +247,9 @@ class SessionHandler:
     # ---- arrays and devices ------------------------------------------------------------
     def _op_nd_empty(self, h, blobs) -> Reply:
         a = _nd.empty(h["shape"], h["dtype"], self._device(h["dev"]))
-        if blobs:
-            a.copyfrom(self._from_blob(blobs[0], h["shape"], h["dtype"]))
+        # zeroed: a client never reads memory it did not write
+        a.copyfrom(self._from_blob(blobs[0], h["shape"], h["dtype"]) if blobs
+                   else np.zeros(h["shape"], h["dtype"]))
         return self._array_info(a), []
 
     def _op_nd_write(self, h, blobs) -> Reply:
@@ -251,6 +275,8 @@ class SessionHandler:
         return {}, []
 
     def _op_dev_attr(self, h, blobs) -> Reply:
+        if h.get("name") not in _DEVICE_ATTRS:
+            raise TVMError(f"unknown device attribute {h.get('name')!r}")
         return {"value": getattr(self._device(h["dev"]), h["name"])}, []
 
     # ---- graph executor ----------------------------------------------------------------
@@ -292,140 +318,147 @@ class SessionHandler:
         return {"seconds": gm.benchmark(number=int(h["number"]), repeat=int(h["repeat"]))}, []
 
 
-class Server:
-    """An RPC server listening on ``host:port`` (``port=0`` picks a free port; with
-    ``port_end`` the first free port in ``[port, port_end)`` is used).
+class Server(Listener):
+    """An RPC server on ``host:port`` (``port=0`` picks a free port; with ``port_end`` the
+    first free port in ``[port, port_end)`` is used), serving at once in daemon threads;
+    ``server.port`` is the bound port. ``stop()`` (or leaving a ``with`` block) closes the
+    listening socket, kills the open sessions and deletes their workspaces.
 
-    It starts serving at once, in daemon threads; ``server.port`` is the bound port.
-    ``stop()`` (or leaving a ``with`` block) closes the listening socket, ends the open
-    sessions and deletes their workspaces.
+    Safety: ``host`` defaults to ``127.0.0.1``; any other address needs ``auth_key``
+    (default: the ``KILN_RPC_KEY`` environment variable) or ``insecure=True``.
+    ``ssl_context`` (:func:`kiln.rpc.auth.server_tls_context`) adds TLS. A message's data is
+    at most ``max_upload`` bytes; a client silent for ``idle_timeout`` seconds is dropped.
+
+    With ``tracker_addr=(host, port)`` the server registers with that tracker under ``key``
+    (clients reach it at ``custom_addr`` if given, else at the address the tracker sees;
+    ``tracker_ssl_context``: a client TLS context for a tracker with a certificate) and
+    serves only the client the tracker sent; a client that does not come within
+    ``match_timeout`` seconds loses its turn.
     """
 
-    def __init__(self, host: str = "0.0.0.0", port: int = 9090, port_end: int | None = None,
-                 *, silent: bool = False) -> None:
-        self.host = host
-        self._sock = self._bind(host, port, port_end)
-        self.port: int = self._sock.getsockname()[1]
-        self._sock.settimeout(0.2)  # the accept loop wakes to notice stop()
-        if not silent:
-            logger.info("bind to %s:%d", host, self.port)
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._conns: dict[socket.socket, threading.Thread] = {}
-        self._thread = threading.Thread(target=self._accept_loop, name="kiln-rpc-accept",
-                                        daemon=True)
-        self._thread.start()
+    role = "server"
 
-    @staticmethod
-    def _bind(host: str, port: int, port_end: int | None) -> socket.socket:
-        ports = [port] if port == 0 or port_end is None else list(range(port, port_end))
-        last: OSError | None = None
-        for p in ports:
-            try:
-                return socket.create_server((host, p), backlog=16)
-            except OSError as e:
-                last = e
-        span = f"{host}:{port}" if len(ports) <= 1 else f"{host}:{port}-{port_end - 1}"
-        raise TVMError(f"RPC server cannot bind to {span}: {last}")
+    def __init__(self, host: str = "127.0.0.1", port: int = 9090, port_end: int | None = None,
+                 *, silent: bool = False, tracker_addr: tuple[str, int] | None = None,
+                 key: str = "", custom_addr: str | None = None,
+                 auth_key: bytes | str | None = None, insecure: bool = False,
+                 ssl_context: Any = None, idle_timeout: float = 900.0,
+                 max_upload: int = 1 << 30, max_connections: int = 64,
+                 match_timeout: float = 10.0, tracker_ssl_context: Any = None) -> None:
+        if tracker_addr is not None and not key:
+            raise TVMError("an RPC server registered with a tracker needs a key (the device "
+                           "name clients ask the tracker for), e.g. --key cpu")
+        super().__init__(host, port, port_end, logger=logger, silent=silent,
+                         auth_key=auth_key, insecure=insecure, ssl_context=ssl_context,
+                         max_connections=max_connections)
+        self.key = key
+        self.idle_timeout = float(idle_timeout)
+        self.limits = Limits(header=MAX_HEADER, blobs=int(max_upload))
+        self.match_timeout = float(match_timeout)
+        self._sessions: dict[SessionProcess, str] = {}  # the running ones -> workspace
+        self._spare: SessionProcess | None = SessionProcess()
+        self._registration: Registration | None = None
+        if tracker_addr is not None:
+            self._registration = Registration(tracker_addr, key, self.port, self._on_assigned,
+                                              custom_addr=custom_addr, auth_key=self.auth_key,
+                                              ssl_context=tracker_ssl_context)
+            self._registration.offer()
+        self.start()
 
-    # ---- serving -----------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                conn, addr = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                break  # the listening socket was closed
-            conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t = threading.Thread(target=self._serve, args=(conn, f"{addr[0]}:{addr[1]}"),
-                                 name="kiln-rpc-session", daemon=True)
+    # ---- sessions ----------------------------------------------------------------------
+    def _take_process(self) -> SessionProcess:
+        """The spare child (a new one if it died), and a new spare started for the next."""
+        with self._lock:
+            proc, self._spare = self._spare, None
+        if proc is None or not proc.alive:
+            if proc is not None:
+                proc.kill()
+            proc = SessionProcess()
+        if not self.stopping:
+            spare = SessionProcess()
             with self._lock:
-                self._conns[conn] = t
-            t.start()
+                self._spare = spare
+            if self.stopping:  # stop() ran meanwhile and missed it
+                spare.kill()
+        return proc
 
-    def _serve(self, conn: socket.socket, peer: str) -> None:
-        logger.info("connection from %s", peer)
-        session = SessionHandler(peer)
-        timer: threading.Timer | None = None
-        reason = "closed by the client"
+    def _hello(self, conn: socket.socket, peer: str) -> float | None:
+        """Read the client's ``hello``; its session timeout (0: none), or None when
+        refused."""
+        conn.settimeout(HANDSHAKE_TIMEOUT)
         try:
-            while not self._stopping.is_set():
-                try:
-                    header, blobs = recv_message(conn)
-                except ProtocolError as e:
-                    reason = f"protocol error: {e}"
-                    break
-                except OSError:
-                    break
-                timeout = header.get("session_timeout") if header.get("op") == "hello" else 0
-                if timeout and timer is None:
-                    timer = threading.Timer(float(timeout), self._expire, (conn, peer, timeout))
-                    timer.daemon = True
-                    timer.start()
-                reply, out = session.handle(header, blobs)
-                try:
-                    send_message(conn, reply, out)
-                except OSError:
-                    break
-        except Exception:  # a bug must not take the server down
-            reason = "internal error"
-            logger.exception("session %s failed", peer)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            session.close()
-            with self._lock:
-                self._conns.pop(conn, None)
-            conn.close()
-            logger.info("session %s ended (%s)", peer, reason)
+            header, _ = recv_message(conn, Limits(header=64 << 10, blobs=0))
+        except (OSError, ProtocolError) as e:
+            logger.info("%s did not start a session: %s", peer, e or type(e).__name__)
+            return None
+        timeout = header.get("session_timeout") or 0
+        error = None
+        if header.get("op") != "hello":
+            error = "a session starts with 'hello'"
+        elif not isinstance(timeout, (int, float)) or timeout < 0:
+            error = f"bad session_timeout {timeout!r}"
+        elif self._registration is not None \
+                and not self._registration.accepts(header.get("key")):
+            error = (f"this server is handed out by its tracker: ask the tracker for a "
+                     f"session of key {self.key!r}")
+        if error is not None:
+            logger.info("refused %s: %s", peer, error)
+            send_message(conn, {"status": "error", "etype": "RPCError", "message": error})
+            return None
+        return float(timeout)
 
-    @staticmethod
-    def _expire(conn: socket.socket, peer: str, timeout: float) -> None:
-        logger.info("session %s timed out after %s s", peer, timeout)
-        _shutdown(conn)
+    def handle(self, conn: socket.socket, peer: str) -> None:
+        timeout = self._hello(conn, peer)
+        if timeout is None:
+            return
+        proc = self._take_process()
+        workspace = tempfile.mkdtemp(prefix="kiln-rpc-")
+        with self._lock:
+            self._sessions[proc] = workspace
+        logger.info("session %s started (process %d)", peer, proc.pid)
+        reason = "internal error"
+        try:
+            proc.open(workspace, peer)
+            send_message(conn, {"status": "ok", **hello_info()})
+            deadline = time.monotonic() + timeout if timeout else float("inf")
+            reason = relay(conn, proc, deadline, self.idle_timeout, self.limits)
+        except (OSError, ProtocolError) as e:
+            reason = f"connection lost: {e}"
+        finally:
+            proc.kill()
+            shutil.rmtree(workspace, ignore_errors=True)
+            with self._lock:
+                self._sessions.pop(proc, None)
+            logger.info("session %s ended (%s)", peer, reason)
+            if self._registration is not None and not self.stopping:
+                self._registration.offer()
+
+    def _on_assigned(self, match_key: str) -> None:
+        """The tracker sent a client: if it has not come in time, offer the server again."""
+        timer = threading.Timer(self.match_timeout, self._registration.renew, (match_key,))
+        timer.daemon = True
+        timer.start()
 
     # ---- lifetime ----------------------------------------------------------------------
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, end every session and wait (up to ``timeout`` s) for them."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        self._sock.close()
-        self._thread.join(timeout)
+    def on_stop(self) -> None:
+        if self._registration is not None:
+            self._registration.close()
         with self._lock:
-            conns = list(self._conns.items())
-        for conn, _ in conns:
-            _shutdown(conn)
-        deadline = time.monotonic() + timeout
-        for _, t in conns:
-            t.join(max(0.0, deadline - time.monotonic()))
-
-    terminate = stop
-
-    def serve_forever(self) -> None:
-        """Block until :meth:`stop` is called (from a signal handler or another thread)."""
-        while self._thread.is_alive():
-            self._thread.join(0.5)
+            spare, self._spare = self._spare, None
+            running = list(self._sessions.items())
+        if spare is not None:
+            spare.kill()
+        for proc, workspace in running:
+            proc.kill()
+            shutil.rmtree(workspace, ignore_errors=True)
 
     @property
     def num_sessions(self) -> int:
+        """Sessions running now."""
         with self._lock:
-            return len(self._conns)
+            return len(self._sessions)
 
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"Server({self.host}:{self.port})"
-
-
-def _shutdown(conn: socket.socket) -> None:
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
+    def sessions(self) -> list[tuple[int, str]]:
+        """``(process id, workspace directory)`` of each running session."""
+        with self._lock:
+            return [(p.pid, w) for p, w in self._sessions.items()]

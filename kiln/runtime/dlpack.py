@@ -9,8 +9,10 @@
   producer's memory; the producer's deleter runs when that NDArray is collected.
 
 kiln's compiled code takes dense row-major tensors whose data is 64-byte aligned on the CPU,
-so a strided tensor or an unaligned CPU buffer is refused with a TVMError (copy it first:
-``kiln.nd.array(x)``).
+so an unaligned dense CPU buffer or a strided CUDA tensor is refused with a TVMError (copy it
+first: ``kiln.nd.array(x)``). A strided CPU tensor (a non-contiguous numpy view) becomes a
+strided NDArray view, which functions built for strided buffers take (``tir.decl_buffer``
+with ``strides``, docs/buffers.md) and the others refuse at the call.
 """
 
 from __future__ import annotations
@@ -120,21 +122,12 @@ def from_dlpack(obj: Any) -> NDArray:
     t = managed.dl_tensor
     shape = tuple(t.shape[i] for i in range(t.ndim))
     dtype = _numpy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
-    if t.strides and math.prod(shape) > 1:
-        expected, step = [], 1
-        for n in reversed(shape):
-            expected.append(step)
-            step *= n
-        actual = [t.strides[i] for i in range(t.ndim)]
-        if any(a != e for a, e, n in zip(actual, reversed(expected), shape, strict=True)
-               if n != 1):
-            raise TVMError(f"from_dlpack: kiln needs a dense row-major tensor, got strides "
-                           f"{actual} for shape {list(shape)}; make it contiguous first")
     device = Device(t.device.device_type, t.device.device_id)
     if device.device_type not in (CPU, CUDA):
         raise TVMError(f"from_dlpack: unsupported device type {device.device_type}")
+    strides = _strides(t, shape, device)
     ptr = (t.data or 0) + t.byte_offset
-    if device.device_type == CPU and ptr % ALIGNMENT and math.prod(shape):
+    if strides is None and device.device_type == CPU and ptr % ALIGNMENT and math.prod(shape):
         raise TVMError(f"from_dlpack: the data at {ptr:#x} is not {ALIGNMENT}-byte aligned as "
                        "kiln's compiled code requires; copy it with kiln.nd.array(x)")
     _api.PyCapsule_SetName(capsule, _USED)
@@ -144,4 +137,23 @@ def from_dlpack(obj: Any) -> NDArray:
         if deleter:
             deleter(ctypes.cast(address, ctypes.POINTER(DLManagedTensor)))
 
-    return NDArray._view(ptr, shape, dtype, device, release)
+    return NDArray._view(ptr, shape, dtype, device, release, strides)
+
+
+def _strides(t: DLTensor, shape: tuple[int, ...], device: Device) -> list[int] | None:
+    """The strides of a non-compact tensor (None for a compact one); only CPU tensors with
+    non-negative strides may be strided."""
+    if not t.strides or math.prod(shape) <= 1:
+        return None
+    expected, step = [], 1
+    for n in reversed(shape):
+        expected.append(step)
+        step *= n
+    actual = [t.strides[i] for i in range(t.ndim)]
+    if all(a == e for a, e, n in zip(actual, reversed(expected), shape, strict=True) if n != 1):
+        return None
+    if device.device_type != CPU or min(actual) < 0:
+        raise TVMError(f"from_dlpack: kiln needs a dense row-major tensor on {device!r} (or a "
+                       f"CPU view with non-negative strides), got strides {actual} for shape "
+                       f"{list(shape)}; make it contiguous first")
+    return actual

@@ -53,13 +53,17 @@ static void kiln_set_error(const char* fmt, ...) {
   va_end(ap);
 }
 
-/* Whether the memory of two compact tensors overlaps: the argument checks reject an output
- * that overlaps another argument, since the compute function takes restrict pointers. An
- * empty tensor overlaps nothing. */
+/* Whether the memory spans of two tensors overlap: the argument checks reject an output
+ * that overlaps another argument, since the compute function takes restrict pointers. The
+ * span of a strided tensor runs from its first to its last element. An empty tensor
+ * overlaps nothing. */
 static inline int64_t kiln_tensor_nbytes(const DLTensor* t) {
-  int64_t n = (t->dtype.bits * t->dtype.lanes + 7) / 8;
-  for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
-  return n;
+  int64_t n = 1;
+  for (int32_t d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] == 0) return 0;
+    n = t->strides == NULL ? n * t->shape[d] : n + (t->shape[d] - 1) * t->strides[d];
+  }
+  return n * ((t->dtype.bits * t->dtype.lanes + 7) / 8);
 }
 
 static inline int kiln_tensors_overlap(const DLTensor* a, const DLTensor* b) {
@@ -80,5 +84,30 @@ static inline int64_t kiln_floordiv_i64(int64_t a, int64_t b) {
   int64_t r = a % b; return a / b - (int64_t)((r != 0) & ((r ^ b) < 0)); }
 static inline int64_t kiln_floormod_i64(int64_t a, int64_t b) {
   int64_t r = a % b; return r + (b & -(int64_t)((r != 0) & ((r ^ b) < 0))); }
+
+#ifdef KILN_PACKED_CALLS
+/* Calls from compiled code into the functions registered in the Python runtime
+ * (tvm.tir.call_packed), defined by a source that makes such calls. When the runtime loads a
+ * library that exports kiln_packed_callback it stores its callback there; the callback calls
+ * the function registered as `name` with the arguments (KILN_DLTENSOR: a DLTensor*, KILN_INT,
+ * KILN_FLOAT, KILN_STR: a const char*, KILN_HANDLE) and on failure writes a message into
+ * `error` and returns non-zero. */
+enum { KILN_STR = 11 };
+typedef int32_t (*KilnPackedCallback)(const char* name, KilnValue* args, int32_t* type_codes,
+                                      int32_t num_args, char* error, int32_t error_size);
+KILN_DLL KilnPackedCallback kiln_packed_callback = NULL;
+
+static int32_t kiln_call_packed(const char* name, KilnValue* args, int32_t* type_codes,
+                                int32_t num_args) {
+  if (kiln_packed_callback == NULL) {
+    kiln_set_error("call_packed(\"%s\"): this library was loaded without the kiln runtime, "
+                   "which calls registered functions; load it with kiln.runtime.load_module",
+                   name);
+    return -1;
+  }
+  return kiln_packed_callback(name, args, type_codes, num_args, kiln_error_buf,
+                              (int32_t)sizeof(kiln_error_buf));
+}
+#endif  /* KILN_PACKED_CALLS */
 
 #endif  /* KILN_C_RUNTIME_H_ */

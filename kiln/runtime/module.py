@@ -3,7 +3,8 @@
 A kiln library exports ``kiln_module_info()`` (JSON: functions, entry, target) and
 ``kiln_last_error()``; libraries built by :meth:`Module.from_source` also export
 ``kiln_module_source()``, the C source they were built from, so an exported ``.so`` is
-self-describing. ``export_library("x.tar")`` writes an archive holding ``module.json``,
+self-describing. Loading a library that makes packed calls installs the runtime's callback
+into it (``packed_call``). ``export_library("x.tar")`` writes an archive holding ``module.json``,
 ``lib.so`` and ``lib.c`` instead.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..errors import TVMError
 from . import fastcall as _fc
+from . import packed_call
 from .compiler import compile_asm, compile_shared, shared_suffix
 from .device import Device
 
@@ -52,6 +54,8 @@ class PackedFunc:
             return _fc.CALL(self._fptr, self._errptr, args)
         except TypeError as e:
             raise TypeError(f"{self.name}(): {e}") from None
+        except TVMError as e:  # chained to a failed call_packed's exception, if any
+            raise e from packed_call.take_error()
 
     def __repr__(self) -> str:
         return f"<PackedFunc {self.name}>"
@@ -157,6 +161,7 @@ class Module:
             self._lib = ctypes.CDLL(lib_path)
         except OSError as e:
             raise TVMError(f"cannot load library {lib_path}: {e}") from None
+        packed_call.install(self._lib)
         self.library_path = lib_path
         self.functions: list[str] = list(functions)
         self.entry_name = entry
@@ -223,6 +228,8 @@ class Module:
             return _fc.CALL(f._fptr, f._errptr, args)
         except TypeError as e:
             raise TypeError(f"{f.name}(): {e}") from None
+        except TVMError as e:
+            raise e from packed_call.take_error()
 
     def import_module(self, module: Module) -> None:
         """Attach a dependent module (e.g. device code)."""

@@ -1,6 +1,10 @@
 """NDArray: a dense, C-contiguous tensor on a device, with a DLTensor for compiled code.
 
-On the CPU the storage is a numpy array whose data is 64-byte aligned. Other devices get
+On the CPU the storage is a numpy array whose data is 64-byte aligned. The one exception is a
+strided CPU view of another library's memory (``from_dlpack`` of a non-contiguous numpy
+view): its DLTensor has ``strides`` and, as in TVM, ``data`` rounded down to 64 bytes with the
+rest in ``byte_offset``; only functions built for strided buffers (``tir.decl_buffer`` with
+``strides``) take it. Other devices get
 their memory from a *device allocator* registered with :func:`register_device_allocator`
 (the CUDA backend does this); without one, allocating on that device raises TVMError.
 """
@@ -142,6 +146,15 @@ def as_copy_source(source: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.n
     return src
 
 
+def _compact_strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major strides, in elements, of ``shape``."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
 def _as_shape(shape: int | Sequence[Any]) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
@@ -158,7 +171,7 @@ class NDArray:
     """
 
     __slots__ = ("_data", "_ptr", "_shape", "_dtype", "_device", "_dl", "_shape_arr",
-                 "_handle", "__weakref__")
+                 "_strides_arr", "_handle", "__weakref__")
 
     def __init__(self, shape: int | Sequence[Any], dtype: Any, device: Device) -> None:
         self._shape = _as_shape(shape)
@@ -185,9 +198,10 @@ class NDArray:
 
     @classmethod
     def _view(cls, ptr: int, shape: Sequence[int], dtype: Any, device: Device,
-              release: Any) -> NDArray:
+              release: Any, strides: Sequence[int] | None = None) -> NDArray:
         """An NDArray over memory someone else owns (a DLPack producer): ``release()`` runs
-        when the NDArray is collected."""
+        when the NDArray is collected. ``strides`` (in elements, non-negative; CPU only)
+        make it a strided view."""
         self = cls.__new__(cls)
         self._shape = _as_shape(shape)
         self._dtype = np.dtype(dtype)
@@ -195,14 +209,18 @@ class NDArray:
         self._ptr = int(ptr)
         self._data = None
         if device.device_type == CPU:
-            nbytes = math.prod(self._shape) * self._dtype.itemsize
+            steps = strides if strides is not None else _compact_strides(self._shape)
+            span = 1 + sum((n - 1) * st for n, st in zip(self._shape, steps, strict=True))
+            nbytes = span * self._dtype.itemsize if math.prod(self._shape) else 0
             raw = (ctypes.c_uint8 * nbytes).from_address(self._ptr) if nbytes else bytearray()
-            self._data = np.frombuffer(raw, dtype=self._dtype).reshape(self._shape)
+            flat = np.frombuffer(raw, dtype=self._dtype)
+            self._data = np.lib.stride_tricks.as_strided(
+                flat, self._shape, [st * self._dtype.itemsize for st in steps])
         weakref.finalize(self, release)
-        self._init_dl()
+        self._init_dl(strides)
         return self
 
-    def _init_dl(self) -> None:
+    def _init_dl(self, strides: Sequence[int] | None = None) -> None:
         code, bits, lanes = dtype_to_dl(self._dtype)
         self._shape_arr = (ctypes.c_int64 * max(len(self._shape), 1))(*self._shape)
         dl = DLTensor()
@@ -213,6 +231,12 @@ class NDArray:
         dl.shape = ctypes.cast(self._shape_arr, ctypes.POINTER(ctypes.c_int64))
         dl.strides = None
         dl.byte_offset = 0
+        self._strides_arr = None
+        if strides is not None:
+            self._strides_arr = (ctypes.c_int64 * max(len(strides), 1))(*strides)
+            dl.strides = ctypes.cast(self._strides_arr, ctypes.POINTER(ctypes.c_int64))
+            dl.data = self._ptr - self._ptr % ALIGNMENT
+            dl.byte_offset = self._ptr % ALIGNMENT
         self._dl = dl
         self._handle = ctypes.addressof(dl)
 

@@ -2,10 +2,9 @@
 
 Classic TVM code registers Python callables under a name (hooks such as
 ``tvm_callback_cuda_compile``, helpers shared between modules, RPC-side functions) and looks
-them up by name. A registered function is called with the same arguments it was called with;
-``convert`` of a Python callable returns it unchanged (it is already callable as a packed
-function). Compiled code calling a registered function (``tvm.tir.call_packed``) is not
-supported yet: it raises where it is used.
+them up by name. A registered function is called with the same arguments it was called with.
+Compiled code calls a registered function with ``tvm.tir.call_packed`` (``packed_call``:
+tensors arrive as NDArrays viewing the compiled code's memory).
 """
 
 from __future__ import annotations

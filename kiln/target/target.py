@@ -12,6 +12,7 @@ features). A target is also a context, as in TVM::
 from __future__ import annotations
 
 import shlex
+import threading
 
 from kiln.errors import TVMError
 
@@ -39,9 +40,9 @@ class TargetKind(str):
 class Target:
     """A parsed target string: its kind and ``-key=value`` options.
 
-    ``with target:`` makes it :meth:`current` (nested contexts stack)."""
+    ``with target:`` makes it :meth:`current` (nested contexts stack, per thread)."""
 
-    _stack: list[Target] = []
+    _local = threading.local()  # each thread enters its own targets, as in TVM
 
     def __init__(self, target: str | Target = "llvm"):
         if isinstance(target, Target):
@@ -65,20 +66,27 @@ class Target:
 
     @staticmethod
     def current(allow_none: bool = True) -> Target | None:
-        """The innermost target of the enclosing ``with target:`` blocks."""
-        if Target._stack:
-            return Target._stack[-1]
+        """The innermost target of this thread's enclosing ``with target:`` blocks."""
+        stack = Target._stack()
+        if stack:
+            return stack[-1]
         if not allow_none:
             raise TVMError("Target.current(allow_none=False): no target is in scope; use "
                            "`with tvm.target.Target('cuda'):` (or 'llvm')")
         return None
 
+    @staticmethod
+    def _stack() -> list[Target]:
+        if not hasattr(Target._local, "stack"):
+            Target._local.stack = []
+        return Target._local.stack
+
     def __enter__(self) -> Target:
-        Target._stack.append(self)
+        Target._stack().append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        Target._stack.pop()
+        Target._stack().pop()
 
     def _limit(self, name: str) -> int:
         if name in self.attrs:

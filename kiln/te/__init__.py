@@ -35,7 +35,10 @@ from kiln.tir.op import (
 )
 from kiln.tir.op import const as const
 
-from . import schedule
+from . import hybrid, schedule
+from .autodiff import gradient
+from .extern import ExternOp, extern
+from .hybrid import HybridOp
 from .operation import (
     comm_reducer,
     compute,
@@ -48,6 +51,7 @@ from .operation import (
     thread_axis,
     var,
 )
+from .scan import ScanOp, scan
 from .schedule import Schedule, Stage, create_schedule
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
@@ -59,5 +63,5 @@ __all__ = [
     "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
     "sigmoid", "tanh", "abs", "floor", "ceil", "round", "trunc", "power", "erf", "sin", "cos",
     "isnan", "floordiv", "floormod", "truncdiv", "truncmod", "indexdiv", "indexmod", "const",
-    "schedule",
+    "schedule", "gradient", "extern", "ExternOp", "hybrid", "HybridOp", "scan", "ScanOp",
 ]

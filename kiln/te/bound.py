@@ -18,13 +18,14 @@ from kiln.ir.structural import structural_equal, structural_hash
 
 from .relations import leaf_values, pass_down, pass_up
 from .schedule import Schedule, Stage
-from .tensor import ComputeOp
+from .tensor import PlaceholderOp
 
 
 def compute_stages(sch: Schedule) -> list[Stage]:
-    """Stages that get loops: compute ops that are not inlined, producers first."""
+    """Stages that get loops: every operation but inputs and inlined stages, producers
+    first."""
     return [st for st in sch.stages
-            if isinstance(st.op, ComputeOp) and st.attach_type != "inline"]
+            if not isinstance(st.op, PlaceholderOp) and st.attach_type != "inline"]
 
 
 def attach_path_vars(stage: Stage) -> set[Var]:
@@ -66,6 +67,13 @@ def thread_relaxed_vars(stage: Stage) -> set[Var]:
     return out
 
 
+def _consumes(consumer: Stage, op, bodies: dict) -> bool:
+    """Does ``consumer`` read ``op``? (an operation that lowers itself reads its inputs)"""
+    if consumer.op not in bodies:
+        return any(t.op is op for t in consumer.op.input_tensors)
+    return _reads(bodies[consumer.op], op)
+
+
 def _reads(body: list[PrimExpr], op) -> bool:
     """Does ``body`` read ``op`` at all? (cheap: no index comparison)"""
     found = []
@@ -98,28 +106,34 @@ def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
 
 
 def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar, Range]:
-    """Ranges of all iteration variables (root, split/fused, leaf) of the compute stages."""
+    """Ranges of all iteration variables (root, split/fused, leaf) of the compute stages.
+
+    An operation that lowers itself (not in ``bodies``: ``Operation.build_provide``) keeps
+    the domains of its loops, and reads of its inputs what its ``read_region`` says (by
+    default the whole input; a scan reads its update one step at a time)."""
     ranges: dict[IterVar, Range] = {}
     relax: dict[Var, IntervalSet] = {}  # every loop var seen so far, over its whole range
     stages = compute_stages(sch)
     for st in reversed(stages):
         op = st.op
-        consumers = [c for c in stages if c is not st and _reads(bodies[c.op], op)]
+        consumers = [c for c in stages if c is not st and _consumes(c, op, bodies)]
         _check_attachment(st, consumers)
-        if st.is_output or not consumers:
-            for iv in op.axis:
-                ranges[iv] = iv.dom
-        else:
+        for iv in op.root_iter_vars():
+            ranges[iv] = iv.dom
+        if op in bodies and not _whole_region_needed(st, consumers):
             region = _needed_region(st, consumers, bodies, ranges, relax, analyzer)
             for iv, r in zip(op.axis, region, strict=True):
                 ranges[iv] = r
-        for iv in op.reduce_axis:
-            ranges[iv] = iv.dom
         pass_down(st, ranges, analyzer.simplify)
         for iv in st.leaf_iter_vars:
             ext = ranges[iv].extent
             relax[iv.var] = IntervalSet(_zero(), analyzer.simplify(ext - 1))
     return ranges
+
+
+def _whole_region_needed(st: Stage, consumers: list[Stage]) -> bool:
+    """An output or a stage nobody reads is computed over its whole domain."""
+    return st.is_output or not consumers
 
 
 def _check_attachment(st: Stage, consumers: list[Stage]) -> None:
@@ -169,9 +183,8 @@ def _needed_region(st: Stage, consumers: list[Stage], bodies: dict,
     per_dim: list[IntervalSet | None] = [None] * len(op.axis)
     for c in consumers:
         dom_map = _consumer_root_intervals(c, ranges, relax_map, analyzer)
-        for indices in _reads_of(bodies[c.op], op):
-            for d, idx in enumerate(indices):
-                itv = _relax(eval_interval(idx, dom_map), relax_map)
+        for read in _read_intervals(c, op, bodies, dom_map, relax_map):
+            for d, itv in enumerate(read):
                 per_dim[d] = itv if per_dim[d] is None else per_dim[d].union(itv)
     region = []
     for d, iv in enumerate(op.axis):
@@ -185,13 +198,23 @@ def _needed_region(st: Stage, consumers: list[Stage], bodies: dict,
     return region
 
 
+def _read_intervals(c: Stage, op, bodies: dict, dom_map: dict[Var, IntervalSet],
+                    relax_map: dict[Var, IntervalSet]) -> list[list[IntervalSet]]:
+    """For each read of ``op`` by consumer ``c``, the interval of each index: from the
+    indices in its body, or from the region an operation that lowers itself reads."""
+    if c.op in bodies:
+        return [[_relax(eval_interval(idx, dom_map), relax_map) for idx in indices]
+                for indices in _reads_of(bodies[c.op], op)]
+    return [c.op.read_region(t, dom_map) for t in op.outputs if t in c.op.input_tensors]
+
+
 def _consumer_root_intervals(c: Stage, ranges: dict[IterVar, Range],
                              relax_map: dict[Var, IntervalSet],
                              analyzer: Analyzer) -> dict[Var, IntervalSet]:
     """Interval of each root axis of consumer ``c`` seen from the producer's attach point."""
     values = pass_up(c, ranges, leaf_values(c, ranges))
     out: dict[Var, IntervalSet] = {}
-    for iv in list(c.op.axis) + list(c.op.reduce_axis):
+    for iv in c.op.root_iter_vars():
         value = values[iv]
         r = ranges[iv]
         used = collect_vars(value)

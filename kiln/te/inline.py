@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kiln.ir.expr import ProducerLoad
 from kiln.ir.functor import Mutator, substitute
+from kiln.ir.stmt import Stmt
 
 from .schedule import Schedule
 from .tensor import ComputeOp
@@ -31,11 +32,20 @@ class _Inliner(Mutator):
         return ProducerLoad(node.producer, indices)
 
 
+def _inliner(sch: Schedule) -> _Inliner:
+    return _Inliner({st.op: st.op for st in sch.stages
+                     if st.attach_type == "inline" and isinstance(st.op, ComputeOp)})
+
+
+def inline_stages(sch: Schedule, stmt: Stmt) -> Stmt:
+    """``stmt`` (the body of an operation that lowers itself, e.g. a hybrid function) with
+    the inlined stages of ``sch`` substituted, as TVM inlines into hybrid bodies."""
+    return _inliner(sch).visit(stmt)
+
+
 def effective_bodies(sch: Schedule) -> dict:
     """Map each compute stage's op to its body with inlined stages substituted."""
-    inlined = {st.op: st.op for st in sch.stages
-               if st.attach_type == "inline" and isinstance(st.op, ComputeOp)}
-    mut = _Inliner(inlined)
+    mut = _inliner(sch)
     out: dict = {}
     for st in sch.stages:
         if isinstance(st.op, ComputeOp):

@@ -21,8 +21,7 @@ def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
 
 
 def root_iter_vars(stage: Stage) -> list[IterVar]:
-    op = stage.op
-    return list(getattr(op, "axis", [])) + list(getattr(op, "reduce_axis", []))
+    return stage.op.root_iter_vars()
 
 
 def pass_down(stage: Stage, ranges: dict[IterVar, Range], simplify) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
-from kiln.ir.expr import IterVar, PrimExpr, Range, Var
+from kiln.ir.expr import IterVar, PrimExpr, Range, StringImm, Var
 from kiln.ir.op import convert, index_dtype
 
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -75,14 +75,13 @@ class Stage:
         self.double_buffer = False
         self.storage_align_dims: dict[int, tuple[int, int]] = {}
         self.env_threads: list[IterVar] = []
+        # where compute_root puts a stage of a group (a scan's update group: its scan loop)
+        self.group_attach: tuple[Stage, IterVar] | None = None
         self._set_op(op)
 
     def _set_op(self, op: Operation) -> None:
         self.op = op
-        if isinstance(op, ComputeOp):
-            self.all_iter_vars = list(op.axis) + list(op.reduce_axis)
-        else:
-            self.all_iter_vars = []
+        self.all_iter_vars = list(op.root_iter_vars())
         self.leaf_iter_vars = list(self.all_iter_vars)
 
     # ---- helpers ------------------------------------------------------------------------
@@ -112,6 +111,15 @@ class Stage:
             f"stage;{where}. Axes here: "
             f"{', '.join(v.var.name for v in self.leaf_iter_vars)}")
 
+    @property
+    def at_group_root(self) -> bool:
+        """Computed where ``compute_root`` puts it: the function's root, or its group's
+        loop."""
+        if self.group_attach is None:
+            return self.attach_type == "root"
+        return self.attach_type == "scope" and \
+            (self.attach_stage, self.attach_ivar) == self.group_attach
+
     def _attr(self, iv: IterVar) -> IterVarAttr:
         a = self.iter_var_attrs.get(iv)
         if a is None:
@@ -123,6 +131,7 @@ class Stage:
             raise ScheduleError(
                 f"{primitive}: stage '{self.name}' is a placeholder (an input); it has no loops "
                 f"to schedule")
+        self.op.check_primitive(primitive)
 
     # ---- loop transformations -----------------------------------------------------------
     def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
@@ -279,7 +288,9 @@ class Stage:
         if pragma_type in ("parallel", "vectorize", "unroll"):
             self._annotate(var, pragma_type)
             return
-        value = convert(pragma_value if pragma_value is not None else 1)
+        # a string value (the C source of ``import_c``) stays a string, as in TVM
+        value = StringImm(pragma_value) if isinstance(pragma_value, str) else \
+            convert(pragma_value if pragma_value is not None else 1)
         self._attr(var).pragmas.append((pragma_type, value))
 
     def bind(self, ivar: IterVar, thread_ivar: IterVar) -> None:
@@ -358,8 +369,14 @@ class Stage:
 
         Before:: produce C { for (i) { produce B { B[i] = .. }  C[i] = B[i] } }
         After::  produce B { for (i) B[i] = .. }  produce C { for (i) C[i] = B[i] }
+
+        A stage of a scan's update group goes back into the scan loop (TVM's group root).
         """
         self._check_compute("compute_root")
+        if self.group_attach is not None:
+            self.attach_type = "scope"
+            self.attach_stage, self.attach_ivar = self.group_attach
+            return
         self.attach_type = "root"
         self.attach_stage = None
         self.attach_ivar = None
@@ -422,6 +439,8 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        for st in self.stages:
+            st.op.attach_group(self)
 
     def __getitem__(self, key) -> Stage:
         op = key.op if isinstance(key, Tensor) else key

@@ -32,18 +32,25 @@ def _with_body(op: ComputeOp, body) -> ComputeOp:
     return ComputeOp(op.name, op.tag, op.attrs, op.axis, body)
 
 
+def _with_inputs(op, vmap: dict[Tensor, Tensor]):
+    """``op`` reading through ``vmap``; ``op`` itself when it reads none of its tensors."""
+    if not isinstance(op, ComputeOp):
+        return op.replace_inputs(vmap)
+    mut = _ReplaceTensors(vmap)
+    body = [mut.visit(b) for b in op.body]
+    if all(a is b for a, b in zip(body, op.body, strict=True)):
+        return op
+    return _with_body(op, body)
+
+
 def _replace_dataflow(sch: Schedule, vmap: dict[Tensor, Tensor], only: set | None = None):
     """Rewrite every stage (or only the stages in ``only``) to read through ``vmap``."""
     for st in sch.stages:
-        if not isinstance(st.op, ComputeOp):
-            continue
         if only is not None and st not in only:
             continue
-        mut = _ReplaceTensors(vmap)
-        body = [mut.visit(b) for b in st.op.body]
-        if all(a is b for a, b in zip(body, st.op.body, strict=True)):
+        new_op = _with_inputs(st.op, vmap)
+        if new_op is st.op:
             continue
-        new_op = _with_body(st.op, body)
         for old_t, new_t in zip(st.op.outputs, new_op.outputs, strict=True):
             vmap[old_t] = new_t
         _rebind(sch, st, new_op)
@@ -93,8 +100,14 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
 
 
 def _insert_stage(sch: Schedule, op, after: Stage | None, scope: str, before=None) -> Stage:
+    """A stage for ``op`` next to ``after`` or ``before``; as in TVM, it joins that stage's
+    group (a scan's update group: computed in the scan loop)."""
     st = Stage(op, sch)
     st.scope = scope
+    neighbour = before if before is not None else after
+    if neighbour is not None and neighbour.group_attach is not None:
+        st.group_attach = neighbour.group_attach
+        st.compute_root()
     if before is not None:
         pos = sch.stages.index(before)
     else:
@@ -117,7 +130,7 @@ def cache_write(sch: Schedule, tensor, scope: str):
     op = st.op
     if not isinstance(op, ComputeOp):
         raise ScheduleError(f"cache_write: stage '{st.name}' is not a compute stage")
-    if st.relations or st.attach_type != "root" or st.iter_var_attrs:
+    if st.relations or not st.at_group_root or st.iter_var_attrs:
         raise ScheduleError(
             f"cache_write on stage '{st.name}': call cache_write before scheduling the stage "
             f"(it already has splits, annotations or an attachment)")

@@ -6,6 +6,13 @@ leaf iteration variable (its kind from parallel / vectorize / unroll annotations
 relations, a ``likely`` guard wherever a loop may run past the axis it came from, and for
 reductions an init nest placed just outside the first reduction loop. Stages attached with
 ``compute_at`` are built inside their parent's loop, wrapped in ``ProducerRealize``.
+
+An operation that lowers itself (``Operation.build_provide``: extern, hybrid, scan) returns
+its own statement; the stages attached at one of its loops are built at the start of that
+loop's body, and a root stage it marks with ``AttrStmt(op, "scan_init_scope")`` is built at
+the mark instead of at the root. Last, the tensors an operation aliases to its outputs
+(``Operation.output_aliases``: a scan's init, update and state) are stored and loaded as
+those outputs, their own realize regions dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var
-from kiln.ir.functor import substitute
+from kiln.ir.functor import Mutator, substitute
 from kiln.ir.op import cast, logical_and
 from kiln.ir.stmt import (
     AttrStmt,
@@ -34,6 +41,9 @@ from .schedule import Schedule, Split, Stage
 _KIND = {"": ForKind.SERIAL, "parallel": ForKind.PARALLEL, "vectorize": ForKind.VECTORIZED,
          "unroll": ForKind.UNROLLED}
 
+#: marks where an operation that lowers itself computes a producer's root stage (the node)
+SCAN_INIT_SCOPE = "scan_init_scope"
+
 
 class _Builder:
     def __init__(self, sch: Schedule, bodies: dict, ranges: dict[IterVar, Range],
@@ -48,12 +58,13 @@ class _Builder:
         for st in self.stages:
             if st.attach_type == "scope":
                 self.attached.setdefault(st.attach_ivar, []).append(st)
+        self.placed: set[Stage] = set()  # root stages built at a SCAN_INIT_SCOPE mark
 
     # ---- the whole program --------------------------------------------------------------
     def build(self) -> Stmt:
         body: Stmt | None = None
-        for st in reversed(self.stages):
-            if st.attach_type == "root":
+        for st in reversed(self.stages):  # consumers first: marks are met before their stage
+            if st.attach_type == "root" and st not in self.placed:
                 body = self.pipeline(st, body)
         return body if body is not None else seq()
 
@@ -64,14 +75,23 @@ class _Builder:
         for t in reversed(st.op.outputs):
             if t in self.arg_tensors:
                 continue
-            bounds = [self.ranges[iv] for iv in st.op.axis]
+            bounds = self._realize_bounds(st, t)
             align = [(d, f, o) for d, (f, o) in sorted(st.storage_align_dims.items())]
             body = ProducerRealize(t, bounds, IntImm("bool", 1), body,
                                    scope=st.scope or "global", align=align)
         return body
 
+    def _realize_bounds(self, st: Stage, t) -> list[Range]:
+        """The region of output ``t`` that is stored: what bound inference gave the axes
+        of a compute stage; the whole tensor for an operation that lowers itself."""
+        if st.op not in self.bodies:
+            return [Range.from_min_extent(0, extent) for extent in t.shape]
+        return [self.ranges[iv] for iv in st.op.axis]
+
     # ---- one stage ------------------------------------------------------------------------
     def loop_nest(self, st: Stage) -> Stmt:
+        if st.op not in self.bodies:  # an operation that lowers itself (hybrid, extern, scan)
+            return _PlaceStages(self, st).visit(st.op.build_provide(st, self.ranges))
         values = pass_up(st, self.ranges, leaf_values(st, self.ranges))
         op = st.op
         body_exprs = self.bodies[op]
@@ -198,7 +218,70 @@ def _cast_like(v: PrimExpr, dtype: str) -> PrimExpr:
     return v if v.dtype == dtype else cast(v, dt.normalize(dtype))
 
 
+class _PlaceStages(Mutator):
+    """Builds, into the statement of an operation that lowers itself, the stages attached at
+    its loops and the root stages it marks with ``SCAN_INIT_SCOPE``."""
+
+    def __init__(self, builder: _Builder, stage: Stage):
+        super().__init__()
+        self.builder = builder
+        self.loops = {iv.var: iv for iv in stage.leaf_iter_vars}
+
+    def visit_For(self, node: For) -> Stmt:
+        node = self.generic_visit(node)
+        iv = self.loops.get(node.loop_var)
+        if iv is None:
+            return node
+        return For(node.loop_var, node.min, node.extent, node.kind,
+                   self.builder._with_attached(iv, node.body), node.thread_tag,
+                   node.annotations)
+
+    def visit_AttrStmt(self, node: AttrStmt) -> Stmt:
+        if node.attr_key != SCAN_INIT_SCOPE:
+            return self.generic_visit(node)
+        stage = self.builder.sch.stage_map[node.node]
+        if stage.attach_type != "root":  # the user computes it elsewhere
+            return node.body
+        self.builder.placed.add(stage)
+        return self.builder.pipeline(stage, None)
+
+
+class _ReplaceAliases(Mutator):
+    """Stores and loads of aliased tensors go to the tensors they alias; their realize
+    regions are dropped (the aliased tensor's own realize holds them)."""
+
+    def __init__(self, aliases: dict):
+        super().__init__()
+        self.aliases = aliases
+
+    def visit_ProducerRealize(self, node: ProducerRealize) -> Stmt:
+        if node.producer in self.aliases:
+            return self.visit(node.body)
+        return self.generic_visit(node)
+
+    def visit_ProducerStore(self, node: ProducerStore) -> Stmt:
+        node = self.generic_visit(node)
+        target = self.aliases.get(node.producer)
+        return node if target is None else ProducerStore(target, node.value, node.indices)
+
+    def visit_ProducerLoad(self, node: ProducerLoad) -> PrimExpr:
+        node = self.generic_visit(node)
+        target = self.aliases.get(node.producer)
+        return node if target is None else ProducerLoad(target, node.indices)
+
+
+def output_aliases(sch: Schedule) -> dict:
+    """Every tensor that an operation of ``sch`` stores as one of its outputs, to that
+    output (``Operation.output_aliases``)."""
+    aliases: dict = {}
+    for st in sch.stages:
+        aliases.update(st.op.output_aliases())
+    return aliases
+
+
 def schedule_to_stmt(sch: Schedule, bodies: dict, ranges: dict[IterVar, Range], arg_tensors: set,
                      analyzer: Analyzer) -> Stmt:
     """The loop program of a schedule (before storage flattening)."""
-    return _Builder(sch, bodies, ranges, arg_tensors, analyzer).build()
+    body = _Builder(sch, bodies, ranges, arg_tensors, analyzer).build()
+    aliases = output_aliases(sch)
+    return _ReplaceAliases(aliases).visit(body) if aliases else body

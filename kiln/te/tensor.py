@@ -7,9 +7,11 @@ how each output element is computed. A Tensor is one output of an operation; ind
 
 from __future__ import annotations
 
+from kiln.arith import IntervalSet
 from kiln.ir import dtype as dt
 from kiln.ir.expr import IterVar, PrimExpr, ProducerLoad, Reduce, Var
 from kiln.ir.op import convert
+from kiln.ir.stmt import Stmt
 
 
 class Operation:
@@ -29,6 +31,49 @@ class Operation:
     @property
     def input_tensors(self) -> list[Tensor]:
         return []
+
+    def root_iter_vars(self) -> list[IterVar]:
+        """The loops a stage of this operation starts with (TVM's ``root_iter_vars``)."""
+        return []
+
+    def build_provide(self, stage, ranges: dict) -> Stmt:
+        """The statement computing this operation's outputs under ``stage``'s loop
+        transformations, given the ``ranges`` of its iteration variables (TVM's
+        ``BuildProvide``).
+
+        The hook of operations that lower themselves (hybrid, extern, scan): bound inference
+        gives their loops the ranges of their own domains, their outputs whole regions and
+        their inputs what ``read_region`` says (whole by default). ``ComputeOp``, whose loop
+        nest ``kiln.te.schedule_ops`` builds from its body expressions, does not implement
+        it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not lower itself")
+
+    def check_primitive(self, primitive: str) -> None:
+        """Raise ScheduleError when schedule ``primitive`` cannot apply to a stage of this
+        operation (``Stage`` asks before each loop or attachment primitive); every primitive
+        applies unless an operation says otherwise (``te.extern`` takes none but
+        ``compute_root``)."""
+
+    def attach_group(self, sch) -> None:
+        """Attach, in a new schedule ``sch``, the stages this operation computes inside its
+        own loops (a scan's update group); by default none."""
+
+    def read_region(self, tensor: Tensor, dom_map: dict[Var, IntervalSet]) -> list[IntervalSet]:
+        """The region (an ``IntervalSet`` per dimension) of input ``tensor`` that an
+        operation which lowers itself reads while its root variables range over ``dom_map``
+        (bound inference asks); by default the whole tensor."""
+        return [IntervalSet(0, extent - 1) for extent in tensor.shape]
+
+    def replace_inputs(self, vmap: dict[Tensor, Tensor]) -> Operation:
+        """This operation reading the tensors of ``vmap`` through their replacements (a
+        dataflow primitive replaced them); itself when nothing changes (by default)."""
+        return self
+
+    def output_aliases(self) -> dict[Tensor, Tensor]:
+        """Tensors that lowering stores and loads as this operation's outputs (a scan's
+        init, update and state placeholder); by default none."""
+        return {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
@@ -71,6 +116,9 @@ class ComputeOp(BaseComputeOp):
         self.reduce_axis = list(first.axis) if isinstance(first, Reduce) else []
         shape = tuple(iv.dom.extent for iv in self.axis)
         self.outputs = [Tensor(shape, b.dtype, self, i) for i, b in enumerate(body)]
+
+    def root_iter_vars(self) -> list[IterVar]:
+        return self.axis + self.reduce_axis
 
     @property
     def input_tensors(self) -> list[Tensor]:

@@ -5,6 +5,7 @@
   ``exclude_targets``/``known_failing_targets``;
 - :mod:`.params` — module-level ``parameter``/``parameters``/``fixture``;
 - :mod:`.compare` — ``assert_allclose`` (NDArrays accepted) and IR equality;
+- :mod:`.gradients` — ``check_numerical_grads``, gradients against finite differences;
 - :mod:`.run` — ``main()``, running pytest on the calling file;
 - :mod:`.plugin` — the pytest plugin (markers, ``target``/``dev``, grouped parameters), loaded
   with ``pytest_plugins = ["tvm.testing.plugin"]``; importing this package does not load it.
@@ -13,6 +14,7 @@ pytest is imported only when a mark or fixture is made, so ``import tvm.testing`
 """
 
 from .compare import assert_allclose, assert_prim_func_equal
+from .gradients import check_numerical_grads
 from .params import fixture, parameter, parameters
 from .run import main
 from .targets import (
@@ -33,6 +35,7 @@ from .targets import (
 __all__ = [
     "assert_allclose",
     "assert_prim_func_equal",
+    "check_numerical_grads",
     "has_gpu",
     "has_c_compiler",
     "targets_under_test",

@@ -2,13 +2,15 @@
 
 Names and behaviour follow ``tvm.tir`` (and the ``te`` re-exports): ``if_then_else`` is lazy
 (only the taken branch is evaluated, so it may guard an out-of-bounds read), ``all``/``any``
-fold a list of conditions, math functions keep their argument's float dtype.
+fold a list of conditions, math functions keep their argument's float dtype. ``call_packed``
+and ``call_extern`` call, from compiled code, a function registered in the Python runtime and
+a C function linked into the module (docs/extern.md).
 """
 
 from __future__ import annotations
 
 from kiln.ir import dtype as dt
-from kiln.ir.expr import Call, IntImm, PrimExpr, Select
+from kiln.ir.expr import Call, IntImm, PrimExpr, Select, StringImm
 from kiln.ir.op import (
     call_intrin,
     cast,
@@ -28,6 +30,7 @@ from kiln.ir.op import (
     min_value,
     truncmod,
 )
+from kiln.ir.stmt import Buffer
 
 __all__ = [
     "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
@@ -35,8 +38,18 @@ __all__ = [
     "cos", "fmod", "isnan", "likely", "max_value", "min_value", "floordiv", "floormod",
     "truncdiv", "truncmod", "indexdiv", "indexmod", "div", "Select", "cast", "const",
     "call_intrin", "call_pure_extern", "logical_and", "logical_or", "logical_not", "min", "max",
-    "make_const",
+    "make_const", "call_packed", "call_extern",
 ]
+
+#: the intrinsic of ``call_packed``: ``tvm_call_packed("name", args...)``
+PACKED_CALL = "tvm_call_packed"
+#: a buffer passed to ``call_packed``: ``tvm_stack_make_array(data, shape, strides, ndim,
+#: dtype carrier, elem_offset)``, as in TVM (strides 0: dense)
+STACK_ARRAY = "tvm_stack_make_array"
+#: the shape (or strides) array of a ``tvm_stack_make_array``
+STACK_SHAPE = "tvm_stack_make_shape"
+#: the intrinsic of ``call_extern``: ``call_extern("c_function", args...)``
+EXTERN_CALL = "call_extern"
 
 
 def if_then_else(cond, t, f) -> PrimExpr:
@@ -178,3 +191,41 @@ def call_pure_extern(dtype: str, name: str, *args) -> PrimExpr:
     return Call(dtype, name, [convert(a) for a in args])
 
 
+def call_packed(func_name: str, *args) -> PrimExpr:
+    """``tvm.tir.call_packed``: call the function registered as ``func_name``
+    (``tvm.register_func``) from compiled code, at run time. A Buffer argument (``ins[0]`` of
+    ``te.extern``) is passed as a DLTensor, which the function receives as an NDArray viewing
+    the buffer's memory; ints and floats are passed as Python numbers, strings as str. The
+    call's value is 0; a failure of the function raises in the caller of the compiled code."""
+    if not isinstance(func_name, str):
+        raise TypeError(f"call_packed: the first argument is the registered function's name "
+                        f"(str), got {func_name!r}")
+    return Call("int32", PACKED_CALL, [StringImm(func_name), *(_packed_arg(a) for a in args)])
+
+
+def call_extern(dtype: str, func_name: str, *args) -> PrimExpr:
+    """``tvm.tir.call_extern``: call the C function ``func_name`` linked into the module,
+    returning ``dtype``. A Buffer argument is passed as its data pointer. The function must
+    be declared in the generated C: libc/libm functions are, others are declared (or defined)
+    with the ``pragma_import_c`` attribute (docs/extern.md)."""
+    if not isinstance(func_name, str):
+        raise TypeError(f"call_extern: the function name must be a str, got {func_name!r}")
+    call_args = [a.data if isinstance(a, Buffer) else _packed_arg(a) for a in args]
+    return Call(dt.normalize(dtype), EXTERN_CALL, [StringImm(func_name), *call_args])
+
+
+def _packed_arg(a) -> PrimExpr:
+    if isinstance(a, Buffer):
+        return _stack_array(a)
+    if isinstance(a, str):
+        return StringImm(a)
+    return convert(a)
+
+
+def _stack_array(buf: Buffer) -> PrimExpr:
+    """A buffer as TVM's ``tvm_stack_make_array`` (a DLTensor built where it is passed)."""
+    shape = Call("handle", STACK_SHAPE, list(buf.shape))
+    strides = Call("handle", STACK_SHAPE, list(buf.strides)) if buf.strides else const(0)
+    offset = buf.elem_offset if buf.elem_offset is not None else const(0)
+    return Call("handle", STACK_ARRAY, [buf.data, shape, strides, const(len(buf.shape)),
+                                        make_const(0, buf.dtype), convert(offset)])

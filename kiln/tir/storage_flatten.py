@@ -1,12 +1,16 @@
 """Storage flattening: multi-dimensional tensor accesses become flat buffer accesses.
 
 Guarantees: after this pass no ``ProducerRealize``, ``ProducerStore`` or ``ProducerLoad``
-remains. Argument tensors are accessed through their function buffers with dense row-major
-strides (``a[((i*m) + j)]``); every other realized tensor gets an ``Allocate`` of the region
+remains. Argument tensors are accessed through their function buffers: with dense row-major
+strides (``a[((i*m) + j)]``), or with the strides and ``elem_offset`` of a buffer given in
+``binds`` (``tir.decl_buffer((n, m), strides=[s, 1], elem_offset=off)``:
+``a[((off + (i*s)) + j)]``); every other realized tensor gets an ``Allocate`` of the region
 bound inference gave it (extents widened to a constant upper bound where the analyzer can find
 one, so an allocation inside a loop has a fixed size), indexed relative to the region's start.
 As in TVM, a buffer whose size does not fit in int32 (``index_dtype`` of its shape) is indexed
-in int64 even where its indices are int32: ``a[((int64(i)*70000) + int64(j))]``.
+in int64 even where its indices are int32: ``a[((int64(i)*70000) + int64(j))]``. A
+``buffer_bind_scope`` attribute (a ``te.extern`` placeholder bound to a tensor) is resolved:
+the buffer's data pointer becomes the tensor's storage, which must be the whole tensor.
 """
 
 from __future__ import annotations
@@ -14,30 +18,36 @@ from __future__ import annotations
 from kiln.arith import Analyzer
 from kiln.errors import TVMError
 from kiln.ir.expr import IntImm, Load, PrimExpr, Var
-from kiln.ir.functor import Mutator
+from kiln.ir.functor import Mutator, substitute
 from kiln.ir.op import convert, floordiv, index_dtype, widen
-from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
+from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, LetStmt, Store
+
+#: the attribute binding a declared buffer to a tensor's storage (``te.extern``'s body)
+BUFFER_BIND_SCOPE = "buffer_bind_scope"
 
 
 class _Entry:
+    """How a tensor's accesses flatten: ``offset + sum((index - min) * stride)`` into
+    ``data`` (``offset`` None: no offset term)."""
+
     def __init__(self, data: Var, dtype: str, mins: list[PrimExpr], strides: list[PrimExpr],
-                 name: str, index_type: str):
+                 name: str, index_type: str, offset: PrimExpr | None = None):
         self.data = data
         self.dtype = dtype
         self.mins = mins
         self.strides = strides
         self.name = name
         self.index_type = index_type
+        self.offset = offset
 
     def flat_index(self, indices) -> PrimExpr:
-        if not indices:
-            return IntImm(self.index_type, 0)
-        acc: PrimExpr | None = None
+        acc: PrimExpr | None = (None if self.offset is None
+                                else widen(self.offset, self.index_type))
         for idx, lo, stride in zip(indices, self.mins, self.strides, strict=True):
             term = idx - lo if not (isinstance(lo, IntImm) and lo.value == 0) else idx
             term = widen(term, self.index_type) * widen(stride, self.index_type)
             acc = term if acc is None else acc + term
-        return acc
+        return acc if acc is not None else IntImm(self.index_type, 0)
 
 
 class _Flattener(Mutator):
@@ -47,7 +57,8 @@ class _Flattener(Mutator):
         self.analyzer = analyzer
         for tensor, buf in buffers.items():
             self.entries[tensor] = _Entry(buf.data, buf.dtype, [convert(0)] * len(buf.shape),
-                                          buf.dense_strides(), buf.name, index_dtype(*buf.shape))
+                                          buf.dense_strides(), buf.name, index_dtype(*buf.shape),
+                                          _offset(buf))
 
     def _entry(self, tensor):
         e = self.entries.get(tensor)
@@ -64,7 +75,35 @@ class _Flattener(Mutator):
     def visit_AttrStmt(self, node: AttrStmt):
         if node.attr_key == "thread_extent":
             self.analyzer.bind(node.node.var, _range(IntImm("int32", 0), node.value))
+        if node.attr_key == BUFFER_BIND_SCOPE:
+            return self._bind_buffer(*node.node, node.body)
         return self.generic_visit(node)
+
+    def _bind_buffer(self, buf: Buffer, tensor, body):
+        """``body`` with the declared buffer ``buf`` (a te.extern placeholder) standing for
+        the whole storage of ``tensor``: its data pointer replaced by the tensor's, and its
+        symbolic strides and element offset bound by ``LetStmt``."""
+        e = self._entry(tensor)
+        if buf.dtype != e.dtype or not all(_is_zero(m) for m in e.mins):
+            raise TVMError(
+                f"buffer '{buf.name}' is bound to tensor '{tensor.name}', but the tensor's "
+                f"storage is not the whole {e.dtype} tensor the {buf.dtype} buffer expects")
+        lets: list[tuple[Var, PrimExpr]] = []
+        declared = buf.dense_strides()
+        for want, have in zip(declared, e.strides, strict=True):
+            if isinstance(want, Var):
+                lets.append((want, have))
+            elif not self.analyzer.can_prove(convert(want).equal(have)):
+                raise TVMError(
+                    f"buffer '{buf.name}' is bound to tensor '{tensor.name}', whose strides "
+                    f"({', '.join(map(str, e.strides))}) differ from the buffer's; declare the "
+                    f"buffer with symbolic strides, or drop storage_align on '{tensor.name}'")
+        if isinstance(buf.elem_offset, Var):
+            lets.append((buf.elem_offset, IntImm(buf.elem_offset.dtype, 0)))
+        out = substitute(self.visit(body), {buf.data: e.data})
+        for var, value in reversed(lets):
+            out = LetStmt(var, value, out)
+        return out
 
     def visit_ProducerRealize(self, node):
         t = node.producer
@@ -104,6 +143,16 @@ class _Flattener(Mutator):
         e = self._entry(node.producer)
         indices = [self.visit(i) for i in node.indices]
         return Load(node.dtype, e.data, self.analyzer.simplify(e.flat_index(indices)))
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
+def _offset(buf: Buffer) -> PrimExpr | None:
+    """The ``elem_offset`` term of a buffer's accesses (None for no offset or a zero one)."""
+    e = buf.elem_offset
+    return None if e is None or (isinstance(e, IntImm) and e.value == 0) else e
 
 
 def _range(lo, extent):

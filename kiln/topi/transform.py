@@ -385,24 +385,12 @@ def layout_transform(data, src_layout: str, dst_layout: str):
 
 
 def matmul(a, b, transp_a=False, transp_b=False):
-    """2-D matrix product ``op(a) @ op(b)`` where op transposes when asked (tag "matmul")."""
-    a, b = _check(a, "matmul"), _check(b, "matmul")
-    if a.ndim != 2 or b.ndim != 2:
-        raise ValueError("topi.matmul expects 2-D tensors")
-    m, ka = (a.shape[1], a.shape[0]) if transp_a else (a.shape[0], a.shape[1])
-    kb, n = (b.shape[1], b.shape[0]) if transp_b else (b.shape[0], b.shape[1])
-    if is_const_int(ka) and is_const_int(kb) and get_const_int(ka) != get_const_int(kb):
-        raise ValueError(f"matmul: inner dimensions differ ({get_const_int(ka)} vs "
-                         f"{get_const_int(kb)})")
-    k = te.reduce_axis((0, ka), name="k")
+    """2-D matrix product ``op(a) @ op(b)`` where op transposes when asked (tag "matmul"):
+    ``topi.nn.matmul`` without bias."""
+    from .nn.dense import matmul as nn_matmul  # nn imports this module (layouts)
 
-    def f(i, j):
-        x = a[k, i] if transp_a else a[i, k]
-        y = b[j, k] if transp_b else b[k, j]
-        return te.sum(x * y, axis=k)
-
-    return te.compute((m, n), f, name="T_matmul", tag="matmul",
-                      attrs={"transpose_a": bool(transp_a), "transpose_b": bool(transp_b)})
+    return nn_matmul(_check(a, "matmul"), _check(b, "matmul"), transpose_a=transp_a,
+                     transpose_b=transp_b)
 
 
 __all__ = [

@@ -1,12 +1,16 @@
 """Helpers shared by the operators and schedules: constant shapes, index arithmetic, DAG
-traversal."""
+traversal; under TVM's names (``topi.utils``) where TVM has them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
-from kiln.ir.expr import IntImm, IterVar, PrimExpr
-from kiln.ir.op import convert, floordiv, floormod
+import numpy as np
+
+from kiln import te
+from kiln.ir.expr import FloatImm, IntImm, IterVar, PrimExpr, Select
+from kiln.ir.op import const, convert, floordiv, floormod, logical_and
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 from . import tag as _tag
@@ -52,6 +56,26 @@ def get_const_tuple(shape) -> tuple:
     return tuple(out)
 
 
+def equal_const_int(expr, value: int) -> bool:
+    """Whether ``expr`` is a constant integer equal to ``value``."""
+    return is_const_int(expr) and get_const_int(expr) == value
+
+
+def get_const_float(x) -> float:
+    """The Python float value of ``x`` (a number or a constant expression)."""
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        return float(x)
+    e = simplify(convert(x)) if isinstance(x, PrimExpr) else x
+    if not isinstance(e, IntImm | FloatImm):
+        raise ValueError(f"expected a constant number, got {e}")
+    return float(e.value)
+
+
+def get_float_tuple(in_tuple) -> tuple[float, ...]:
+    """A tuple of constant numbers as Python floats."""
+    return tuple(get_const_float(x) for x in in_tuple)
+
+
 def const_shape(shape, what: str = "shape") -> tuple[int, ...]:
     """A shape that must be fully constant (raises ValueError naming ``what`` otherwise)."""
     out = get_const_tuple(shape)
@@ -66,6 +90,54 @@ def prod(xs):
     for x in xs:
         out = out * x
     return out
+
+
+def ceil_div(a, b):
+    """``ceil(a / b)`` of non-negative integers (ints or expressions)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return floordiv(a + b - 1, b)
+
+
+def get_max_power2_factor(n: int, max_value: int | None = None) -> int:
+    """The largest power of two dividing ``n`` (at most ``max_value``)."""
+    x = 1
+    while n % (2 * x) == 0 and (max_value is None or 2 * x <= max_value):
+        x *= 2
+    return x
+
+
+def is_empty_shape(shape) -> bool:
+    """Whether a shape has a (constant) zero dimension."""
+    return any(equal_const_int(s, 0) for s in shape)
+
+
+class InvalidShapeError(ValueError):
+    """A shape an operator cannot take (TVM's ``topi.utils.InvalidShapeError``)."""
+
+
+def const_vector(vector, name: str = "const_vector"):
+    """A 1-D tensor holding the constants of ``vector`` (a compute of nested selects, so it
+    needs no argument)."""
+    return _const_tensor(np.asarray(vector), name)
+
+
+def const_matrix(matrix, name: str = "const_matrix"):
+    """A 2-D tensor holding the constants of ``matrix`` (a compute of nested selects)."""
+    return _const_tensor(np.asarray(matrix), name)
+
+
+def _const_tensor(values: np.ndarray, name: str):
+    dtype = str(values.dtype)
+
+    def select(*idx):
+        now = const(0, dtype)
+        for pos in np.ndindex(values.shape):
+            hit = functools.reduce(logical_and, [i == p for i, p in zip(idx, pos, strict=True)])
+            now = Select(hit, const(values[pos].item(), dtype), now)
+        return now
+
+    return te.compute(values.shape, select, name=name)
 
 
 def ravel_index(indices: Sequence, shape: Sequence):
@@ -170,7 +242,9 @@ def find_tagged(outs, predicate) -> list[Operation]:
 
 
 __all__ = [
-    "simplify", "is_const_int", "get_const_int", "get_const_tuple", "const_shape", "prod",
-    "ravel_index", "unravel_index", "normalize_axis", "input_tensors", "as_list", "all_ops",
-    "traverse_inline", "find_tagged",
+    "simplify", "is_const_int", "get_const_int", "get_const_tuple", "equal_const_int",
+    "get_const_float", "get_float_tuple", "const_shape", "prod", "ceil_div",
+    "get_max_power2_factor", "is_empty_shape", "InvalidShapeError", "const_vector",
+    "const_matrix", "ravel_index", "unravel_index", "normalize_axis", "input_tensors", "as_list",
+    "all_ops", "traverse_inline", "find_tagged",
 ]

@@ -176,3 +176,25 @@ def test_operator_type_that_is_not_utf8():
     data = _conv_model().SerializeToString().replace(b"Conv", b"\xff\xfenv")
     with pytest.raises(OnnxImportError, match="not valid UTF-8"):
         relay.frontend.from_onnx(data)
+
+
+def test_node_name_that_is_not_utf8():
+    # protobuf hands a name that is not UTF-8 over as bytes, and the ONNX checker accepts it
+    m = _conv_model()
+    m.graph.node[0].name = "conv0"
+    data = m.SerializeToString().replace(b"conv0", b"\x19\x94nv0")
+    with pytest.raises(OnnxImportError, match=r"node 0 \('Conv'\) has a name .* not valid UTF-8"):
+        relay.frontend.from_onnx(data)
+
+
+@pytest.mark.parametrize("model, message", [
+    (_conv_model(auto_pad="SAME_UPPER"), r"pads \[1, 1, 1, 1\] and auto_pad 'SAME_UPPER' "
+                                         r"cannot both be given"),
+    (_conv_model(pads=[2**62, 1, 1, 1]), r"pads \[4611686018427387904, 1, 1, 1\] are too "
+                                         r"large: each must be below 2\^31"),
+])
+def test_what_the_importer_fuzz_found(model, message):
+    # issue 25's fuzz run (seed 2, 10,000 mutants): onnxruntime rejects both; kiln ran the
+    # first and failed inside numpy on the second
+    with pytest.raises(OnnxImportError, match=message):
+        relay.frontend.from_onnx(model)

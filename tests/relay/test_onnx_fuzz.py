@@ -37,6 +37,20 @@ def test_forty_mutants_give_clear_errors_or_onnxruntimes_output():
     assert {r.outcome for r in results} >= {"match", "both reject (kiln clear)"}
 
 
+#: what the 10,000-mutant run of seed 2 found (docs/reliability.md), each now a clear error:
+#: a node name that is not UTF-8, a Dropout ratio of many values, pads with auto_pad, pads
+#: of 2^62
+FOUND_BY_THE_LONG_RUN = [1175, 3066, 3267, 3501]
+
+
+@pytest.mark.parametrize("index", FOUND_BY_THE_LONG_RUN)
+def test_what_the_long_run_found_is_rejected_clearly(index):
+    fz = _fuzzer()
+    result = fz.check(fz.mutant(index, seed=2))
+    assert result.outcome in ("both reject (kiln clear)", "kiln rejects (clear), ort runs"), \
+        f"{result.outcome}: {result.detail}"
+
+
 def test_mutants_are_deterministic():
     fz = _fuzzer()
     a, b = fz.mutant(7, seed=3), fz.mutant(7, seed=3)

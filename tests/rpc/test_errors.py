@@ -149,7 +149,7 @@ def test_a_silent_server_times_out():
         lst.bind(("127.0.0.1", 0))
         lst.listen()
         t0 = time.monotonic()
-        with pytest.raises(rpc.RPCError, match="did not answer 'hello' in time"):
+        with pytest.raises(rpc.RPCError, match="did not answer the greeting in time"):
             rpc.connect("127.0.0.1", lst.getsockname()[1], timeout=0.5)
         assert time.monotonic() - t0 < TIMEOUT
 

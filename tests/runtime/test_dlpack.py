@@ -62,7 +62,11 @@ def test_from_dlpack_of_an_ndarray_is_itself():
 def test_refuses_strided_unaligned_and_foreign_objects():
     base = _aligned((4, 4))
     with pytest.raises(kiln.TVMError, match="dense row-major"):
-        kiln.nd.from_dlpack(base.T)
+        kiln.nd.from_dlpack(base.reshape(16)[::-1])  # negative strides
+    view = kiln.nd.from_dlpack(base.T)  # a strided view: only strided buffers take it
+    np.testing.assert_array_equal(view.numpy(), base.T)
+    with pytest.raises(kiln.TVMError, match="expected a compact"):
+        _add_one(4)(kiln.nd.from_dlpack(base[:, 0]), kiln.nd.empty((4,)))
     unaligned = _aligned((17,))[1:]
     with pytest.raises(kiln.TVMError, match="not 64-byte aligned"):
         kiln.nd.from_dlpack(unaligned)

@@ -7,16 +7,19 @@ reference. Every build must also finish within ``BUILD_BUDGET_S`` (issue 19: a k
 symbolic shapes builds in well under a second; the budget is generous so that a busy machine
 does not fail it, but a pass that multiplies code fails it by far). The examples are the same
 on every run (derandomized); their number is the Hypothesis profile's (tests/conftest.py;
-KILN_HYPOTHESIS_PROFILE=thorough for a long fuzz run).
+KILN_HYPOTHESIS_PROFILE=thorough for a long fuzz run). ``KILN_FUZZ_SEED=k`` draws the examples
+of seed ``k`` instead, so that a long run can go in chunks of different schedules
+(docs/reliability.md has the command and the figures).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 import kiln
@@ -25,6 +28,13 @@ from kiln.arith import evaluate
 
 #: seconds any drawn schedule may take to build (lowering, target passes, C compiler)
 BUILD_BUDGET_S = 20.0
+#: a long run's chunk: the seed of its examples (unset: the derandomized suite examples)
+FUZZ_SEED = os.environ.get("KILN_FUZZ_SEED")
+
+
+def _fuzz_seeded(test):
+    """``test`` with the examples of :data:`FUZZ_SEED` when it is set."""
+    return seed(int(FUZZ_SEED))(test) if FUZZ_SEED else test
 
 
 # ---- computations: (tensors, output, intermediate stages, numpy reference) -----------------
@@ -83,16 +93,18 @@ KINDS = [elementwise, broadcast, reduction, matmul, stencil, maxpool_row]
 
 
 # ---- random legal schedules ------------------------------------------------------------
-def apply_random_schedule(draw, s, out, inter, log):
-    """Apply random legal primitives; append a line per primitive to ``log``."""
-    cache = None
-    if draw(st.booleans()):
-        cache = s.cache_write(out, "local")
-        log.append("cache_write(local)")
-    stage = s[out]
+def _free(stage) -> list:
+    """The stage's data-parallel leaves with no loop kind or thread binding yet."""
+    return [iv for iv in stage.leaf_iter_vars if iv.iter_type == kiln.IterVar.DataPar and (
+        iv not in stage.iter_var_attrs or not stage.iter_var_attrs[iv].kind)]
+
+
+def _loop_primitives(draw, stage, log) -> None:
+    """0-4 of split (factor or nparts), tile, fuse, reorder, unroll, pragma on ``stage``."""
     for _ in range(draw(st.integers(0, 4))):
         leaves = stage.leaf_iter_vars
-        action = draw(st.sampled_from(["split", "split_nparts", "fuse", "reorder", "unroll"]))
+        action = draw(st.sampled_from(
+            ["split", "split_nparts", "tile", "fuse", "reorder", "unroll", "pragma"]))
         if action in ("split", "split_nparts"):
             iv = draw(st.sampled_from(leaves))
             f = draw(st.integers(1, 9))
@@ -101,6 +113,11 @@ def apply_random_schedule(draw, s, out, inter, log):
             else:
                 stage.split(iv, nparts=f)
             log.append(f"{action}({iv.var.name}, {f})")
+        elif action == "tile" and len(leaves) >= 2:
+            k = draw(st.integers(0, len(leaves) - 2))
+            fx, fy = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+            stage.tile(leaves[k], leaves[k + 1], fx, fy)
+            log.append(f"tile({leaves[k].var.name}, {leaves[k + 1].var.name}, {fx}, {fy})")
         elif action == "fuse" and len(leaves) >= 2:
             k = draw(st.integers(0, len(leaves) - 2))
             a, b = leaves[k], leaves[k + 1]
@@ -115,6 +132,58 @@ def apply_random_schedule(draw, s, out, inter, log):
             iv = draw(st.sampled_from(leaves))
             stage.unroll(iv)
             log.append(f"unroll({iv.var.name})")
+        elif action == "pragma":
+            iv = draw(st.sampled_from(leaves))
+            step = draw(st.sampled_from([0, 4, 16]))
+            stage.pragma(iv, "auto_unroll_max_step", step)
+            log.append(f"pragma({iv.var.name}, auto_unroll_max_step, {step})")
+
+
+def _place(draw, s, t, consumer, log) -> None:
+    """Compute the stage of ``t`` at the root, inline (not a reduction) or at a loop of
+    ``consumer``; a root stage of two or more dimensions may get a storage_align."""
+    choices = ["root", "at"] + ([] if t.op.reduce_axis else ["inline"])
+    choice = draw(st.sampled_from(choices))
+    if choice == "inline":
+        s[t].compute_inline()
+        log.append(f"{t.name}.compute_inline()")
+    elif choice == "at":
+        iv = draw(st.sampled_from(consumer.leaf_iter_vars))
+        s[t].compute_at(consumer, iv)
+        log.append(f"{t.name}.compute_at({iv.var.name})")
+    elif len(t.op.axis) >= 2 and draw(st.booleans()):
+        factor = draw(st.integers(1, 8))
+        offset = draw(st.integers(0, factor - 1))
+        s[t].storage_align(t.op.axis[0], factor, offset)
+        log.append(f"{t.name}.storage_align(axis0, {factor}, {offset})")
+
+
+def apply_random_schedule(draw, s, out, inter, log):
+    """Apply random legal primitives; append a line per primitive to ``log``.
+
+    Covers split (factor, nparts), tile, fuse, reorder, unroll, pragma, parallel, vectorize,
+    bind (vthread), cache_read, cache_write, rfactor, compute_at, compute_inline, compute_root
+    and storage_align.
+    """
+    reads = [t for t in out.op.input_tensors if t not in inter]
+    cached_read = None
+    if reads and draw(st.booleans()):
+        src = draw(st.sampled_from(reads))
+        cached_read = s.cache_read(src, "local", [out])
+        log.append(f"cache_read({src.name}, local)")
+    reduce_axes = list(out.op.reduce_axis)
+    rf = None
+    if reduce_axes and draw(st.booleans()):
+        f = draw(st.integers(1, 5))
+        _, ki = s[out].split(reduce_axes[0], factor=f)
+        rf = s.rfactor(out, ki)
+        log.append(f"rfactor(split({reduce_axes[0].var.name}, {f}).inner)")
+    cache = None
+    if rf is None and draw(st.booleans()):
+        cache = s.cache_write(out, "local")
+        log.append("cache_write(local)")
+    stage = s[out]
+    _loop_primitives(draw, stage, log)
     data_par = [iv for iv in stage.leaf_iter_vars if iv.iter_type == kiln.IterVar.DataPar]
     if data_par and draw(st.booleans()):
         stage.parallel(data_par[0])
@@ -124,8 +193,7 @@ def apply_random_schedule(draw, s, out, inter, log):
             inner not in stage.iter_var_attrs or not stage.iter_var_attrs[inner].kind):
         stage.vectorize(inner)
         log.append(f"vectorize({inner.var.name})")
-    free = [iv for iv in stage.leaf_iter_vars if iv.iter_type == kiln.IterVar.DataPar and (
-        iv not in stage.iter_var_attrs or not stage.iter_var_attrs[iv].kind)]
+    free = _free(stage)
     if free and draw(st.booleans()):
         iv = draw(st.sampled_from(free))
         stage.bind(iv, te.thread_axis("vthread"))
@@ -134,16 +202,16 @@ def apply_random_schedule(draw, s, out, inter, log):
         iv = draw(st.sampled_from(stage.leaf_iter_vars))
         s[cache].compute_at(stage, iv)
         log.append(f"cache.compute_at({iv.var.name})")
+    if rf is not None:
+        _loop_primitives(draw, s[rf], log)
+        _place(draw, s, rf, stage, log)
+    # the stage that reads the intermediates and the cached input
+    consumer = s[cache] if cache is not None else stage
     for t in inter:
-        choice = draw(st.sampled_from(["root", "inline", "at"]))
-        if choice == "inline":
-            s[t].compute_inline()
-            log.append(f"{t.name}.compute_inline()")
-        elif choice == "at":
-            consumer = s[cache] if cache is not None else stage
-            iv = draw(st.sampled_from(consumer.leaf_iter_vars))
-            s[t].compute_at(consumer, iv)
-            log.append(f"{t.name}.compute_at({iv.var.name})")
+        _place(draw, s, t, consumer, log)
+    if cached_read is not None:
+        reader = s[rf] if rf is not None else consumer
+        _place(draw, s, cached_read, reader, log)
 
 
 @st.composite
@@ -169,6 +237,7 @@ def _shape(t, sizes: dict) -> list[int]:
 
 
 @pytest.mark.slow
+@_fuzz_seeded
 @settings(derandomize=True)
 @given(scheduled_case())
 def test_random_schedule_matches_numpy(case):

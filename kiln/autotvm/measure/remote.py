@@ -7,12 +7,12 @@ reference when asked), then timed with the remote ``time_evaluator``. The arrays
 correctness check and the timing are those of LocalRunner (``check_and_time`` in
 local.py), run through the session's remote module instead of a local one.
 
-**How kiln differs from TVM.** TVM's RPCRunner asks an RPC *tracker* at ``host:port`` for a
-free device registered under ``key`` (``priority`` orders the requests), one device per
-measurement. kiln has no tracker: ``host:port`` is the RPC server itself, and several
-devices are listed explicitly with ``servers=[(host, port), ...]`` (a
-:class:`kiln.rpc.DevicePool`). ``key`` and ``priority`` are accepted for compatibility and
-only reported; ``request_remote(key, host, port)`` connects to the server directly.
+As in TVM, ``host:port`` is usually an RPC *tracker* (``python -m kiln.exec.rpc_tracker``):
+each batch is measured on the servers registered there under ``key``, all of them in
+parallel, asked for with ``priority``. kiln also accepts the address of one RPC server
+(what listens there is asked first), or several listed with ``servers=[(host, port), ...]``;
+``key`` and ``priority`` matter only with a tracker. Either way the batch runs on a
+:class:`kiln.rpc.DevicePool`: one session per device, held for the batch.
 """
 
 from __future__ import annotations
@@ -71,10 +71,25 @@ def _server_list(host, port, servers) -> list[tuple[str, int]]:
             raise ValueError("RPCRunner: servers is empty")
         return out
     if host is None or port is None:
-        raise ValueError("RPCRunner needs the host and port of an RPC server (started with "
-                         "`python -m kiln.exec.rpc_server --port 9090`), or servers=[(host, "
-                         "port), ...]; kiln has no tracker")
+        raise ValueError("RPCRunner needs the host and port of an RPC tracker (`python -m "
+                         "kiln.exec.rpc_tracker`) or server (`python -m kiln.exec.rpc_server`), "
+                         "or servers=[(host, port), ...]")
     return [(str(host), int(port))]
+
+
+def _tracker_at(host: str, port: int, timeout: float):
+    """A TrackerSession when a tracker listens at ``host:port``; None for a server, or
+    when nothing answers (the measurements then report why)."""
+    from kiln.rpc import RPCError, connect_tracker
+    from kiln.rpc.auth import peer_role
+    from kiln.rpc.protocol import ProtocolError
+
+    try:
+        if peer_role(host, port, timeout=timeout) != "tracker":
+            return None
+        return connect_tracker(host, port, timeout=timeout)
+    except (OSError, ProtocolError, RPCError):
+        return None
 
 
 def _is_timeout(err: Exception) -> bool:
@@ -85,12 +100,14 @@ def _is_timeout(err: Exception) -> bool:
 class RPCRunner(Runner):
     """Time candidates on RPC servers (see the module doc for the differences from TVM).
 
-    ``RPCRunner(key, host, port)`` measures on the server at ``host:port``;
+    ``RPCRunner(key, host, port, priority)`` measures on the servers of ``key`` registered
+    with the tracker at ``host:port`` (``n_parallel``, default: all of them, sessions
+    asked for with ``priority``, each batch waiting up to ``wait_for_device`` seconds for
+    a free one), or on the one server at ``host:port``;
     ``RPCRunner(key, servers=[(h1, p1), (h2, p2)])`` spreads each batch over several
-    servers (a :class:`kiln.rpc.DevicePool`, one session per server and batch; a server
-    listed twice measures two candidates at once). ``n_parallel`` (default: one per
-    server) is the number of candidates measured at once: sessions go round-robin over the
-    servers. Build batches with ``LocalBuilder(n_parallel=...)`` as usual.
+    servers (a server listed twice measures two candidates at once; ``n_parallel``
+    sessions go round-robin over the servers). Build batches with
+    ``LocalBuilder(n_parallel=...)`` as usual.
 
     Each candidate: upload, ``load_module``, one run on fixed random inputs (outputs start
     as NaN), with ``check_correctness`` a comparison against the reference (``ref_func``
@@ -103,8 +120,9 @@ class RPCRunner(Runner):
     Every failure is the candidate's MeasureResult, never an exception: a server that
     cannot be reached or drops the connection (e.g. the kernel crashed it) or raises is
     ``RUNTIME_DEVICE`` with the message, a reply later than ``timeout`` is ``RUN_TIMEOUT``
-    (the session is closed; a hung kernel keeps its server thread busy), a wrong output is
-    ``WRONG_ANSWER``. The next batch connects again, so a restarted server is used again.
+    (the session is closed, and the server kills the hung kernel's process), a wrong output
+    is ``WRONG_ANSWER``. A lost session is opened again for the next candidate, and the
+    next batch connects again, so a restarted server is used again.
     """
 
     def __init__(self, key: str = "", host: str | None = None, port: int | None = None,
@@ -113,7 +131,7 @@ class RPCRunner(Runner):
                  cooldown_interval: float = 0.1, check_correctness: bool = False,
                  enable_cpu_cache_flush: bool = False, module_loader: Any = None, *,
                  servers: Sequence[Any] | None = None, ref_func: Callable | None = None,
-                 rtol: float = 1e-3, atol: float = 1e-4):
+                 rtol: float = 1e-3, atol: float = 1e-4, wait_for_device: float = 600.0):
         if enable_cpu_cache_flush:
             raise NotImplementedError("RPCRunner: enable_cpu_cache_flush is not supported")
         if module_loader is not None:
@@ -125,10 +143,14 @@ class RPCRunner(Runner):
             raise ValueError("RPCRunner: timeout must be > 0 seconds")
         self.key, self.priority = key, priority
         self.servers = _server_list(host, port, servers)
+        self._may_be_tracker = servers is None
+        self._tracker = None  # a TrackerSession when host:port is a tracker (set_task)
+        self.wait_for_device = float(wait_for_device)
         n = int(n_parallel) if n_parallel is not None else len(self.servers)
         if n < 1:
             raise ValueError("RPCRunner: n_parallel must be >= 1")
         self.n_parallel = n
+        self._n_parallel_given = n_parallel is not None
         self.slots = [self.servers[i % len(self.servers)] for i in range(n)]
         set_measure_settings(self, timeout, number, repeat, min_repeat_ms, cooldown_interval,
                              check_correctness, ref_func, rtol, atol)
@@ -165,6 +187,14 @@ class RPCRunner(Runner):
                                    "does not build (%s)", task.name, _last_line(build.error))
                 else:
                     self._ref_build = build
+        if self._may_be_tracker:
+            self._tracker = _tracker_at(*self.servers[0], timeout=self.timeout)
+        if self._tracker is not None:
+            if not self._tracker_devices():
+                logger.warning("RPCRunner: no RPC server is registered under key %r with the "
+                               "tracker %s; every candidate fails until one is", self.key,
+                               self._tracker.addr)
+            return
         reachable = [f"{h}:{p}" for h, p in self.servers if check_remote(
             self._device, self.key, h, p, timeout=min(self.timeout, 10.0))]
         if not reachable:
@@ -230,8 +260,31 @@ class RPCRunner(Runner):
             self._warned.add(msg)
             logger.warning("RPCRunner: %s", msg)
 
-    def run(self, measure_inputs, build_results) -> list[MeasureResult]:
+    def _tracker_devices(self) -> int:
+        """How many servers of ``key`` the tracker has (0 when it cannot be asked)."""
+        from kiln.rpc import RPCError
+
+        try:
+            info = self._tracker.summary()["server_info"]
+        except RPCError:
+            return 0
+        return sum(1 for s in info if s["key"] == f"server:{self.key}")
+
+    def _pool(self):
+        """The DevicePool of this batch (raises RPCError when there is none)."""
         from kiln.rpc import DevicePool, RPCError
+
+        if self._tracker is None:
+            return DevicePool(self.slots, timeout=self.timeout)
+        n = self.n_parallel if self._n_parallel_given else self._tracker_devices()
+        if n == 0:
+            raise RPCError(f"no RPC server is registered under key {self.key!r} with the "
+                           f"tracker {self._tracker.addr}")
+        return DevicePool.from_tracker(self._tracker, self.key, n, self.priority,
+                                       wait=self.wait_for_device)
+
+    def run(self, measure_inputs, build_results) -> list[MeasureResult]:
+        from kiln.rpc import RPCError
 
         out: list[MeasureResult | None] = [None] * len(build_results)
         jobs = []
@@ -242,7 +295,7 @@ class RPCRunner(Runner):
                 jobs.append((k, build))
         if jobs:
             try:
-                pool = DevicePool(self.slots, timeout=self.timeout)
+                pool = self._pool()
             except RPCError as e:
                 self._warn_once(str(e))
                 for k, build in jobs:
@@ -277,28 +330,29 @@ def _upload_and_load(sess, lib_path: str):
 
 def request_remote(device_key: str = "", host: str | None = None, port: int | None = None,
                    priority: int = 1, timeout: float = 60):
-    """A session with the RPC server at ``host:port`` (TVM asks a tracker for a device of
-    ``device_key``; kiln has no tracker and connects to the server directly, so ``host``
-    and ``port`` are required and ``device_key``/``priority`` are ignored). ``timeout``
-    bounds connecting and every reply of the session."""
+    """A session with a server of ``device_key`` from the tracker at ``host:port`` (asked
+    with ``priority``; ``timeout`` bounds the wait for a free one), or with the server at
+    ``host:port`` itself. ``timeout`` also bounds connecting and every reply."""
     from kiln import rpc
 
-    del priority
     if host is None or port is None:
-        raise ValueError("request_remote needs the host and port of an RPC server (started "
-                         "with `python -m kiln.exec.rpc_server`); kiln has no tracker")
-    return rpc.connect(host, int(port), key=device_key, timeout=timeout)
+        raise ValueError("request_remote needs the host and port of an RPC tracker or "
+                         "server (`python -m kiln.exec.rpc_tracker` / `rpc_server`)")
+    tracker = _tracker_at(host, int(port), timeout)
+    if tracker is not None:
+        return tracker.request(device_key, priority, timeout=timeout)
+    return rpc.connect(host, int(port), timeout=timeout)
 
 
 def check_remote(target, device_key: str = "", host: str | None = None,
                  port: int | None = None, priority: int = 100, timeout: float = 10) -> bool:
-    """True when the RPC server at ``host:port`` answers within ``timeout`` seconds and has
-    the device of ``target`` (``"llvm"`` -> its CPU)."""
+    """True when a server (of ``device_key`` through the tracker at ``host:port``, or the
+    server there) answers within ``timeout`` seconds and has the device of ``target``
+    (``"llvm"`` -> its CPU)."""
     from kiln.errors import TVMError
 
-    del priority
     try:
-        with request_remote(device_key, host, port, timeout=timeout) as remote:
+        with request_remote(device_key, host, port, priority, timeout=timeout) as remote:
             return bool(remote.device(str(target or "llvm")).exist)
     except (TVMError, OSError, ValueError):
         return False

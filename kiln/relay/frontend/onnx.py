@@ -15,10 +15,13 @@ from ``shape`` (name -> tuple).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..graph import Graph, Module, Node, call, const, input_node
 from ..op import np_strided_slice
+from .common import batch_norm_inference, reshape, spatial_mean, transpose
 from .onnx_check import (
     OnnxImportError,
     OpNotImplemented,
@@ -35,6 +38,8 @@ from .onnx_check import (
 __all__ = ["from_onnx", "OnnxImportError", "OpNotImplemented"]
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+#: pads at or above this are rejected (a padded extent must stay an array size)
+_MAX_PAD = 2**31
 
 
 def _attrs(node) -> dict:
@@ -63,6 +68,9 @@ def _pads(at, kernel, strides, dilation, in_hw) -> tuple[int, int, int, int]:
     auto = auto.decode(errors="replace") if isinstance(auto, bytes) else auto
     if auto not in _AUTO_PADS:
         raise OnnxImportError(f"auto_pad {auto!r} is not one of {', '.join(_AUTO_PADS)}")
+    if auto != "NOTSET" and "pads" in at:
+        raise OnnxImportError(f"pads {at['pads']!r} and auto_pad {auto!r} cannot both be "
+                              "given")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         out = []
         for k, s, d, n in zip(kernel, strides, dilation, in_hw, strict=True):
@@ -73,7 +81,10 @@ def _pads(at, kernel, strides, dilation, in_hw) -> tuple[int, int, int, int]:
         return (out[0][0], out[1][0], out[0][1], out[1][1])
     if auto == "VALID":
         return (0, 0, 0, 0)
-    return int_list(at, "pads", 4, (0, 0, 0, 0), minimum=0)
+    pads = int_list(at, "pads", 4, (0, 0, 0, 0), minimum=0)
+    if max(pads) >= _MAX_PAD:
+        raise OnnxImportError(f"pads {list(pads)} are too large: each must be below 2^31")
+    return pads
 
 
 def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -219,11 +230,7 @@ class _Converter:
         if nd != 4 or axes is None or sorted(axes) != [2, 3]:
             raise OpNotImplemented(f"ReduceMean over axes {axes} of a {nd}-D tensor (only the "
                                    f"spatial axes (2, 3) of NCHW)")
-        y = call("global_avg_pool2d", [x], name=name if at.get("keepdims", 1) else
-                 f"{name}_pool")
-        if at.get("keepdims", 1):
-            return y
-        return call("reshape", [y], name=name, newshape=tuple(x.shape[:2]))
+        return spatial_mean(x, bool(at.get("keepdims", 1)), name)
 
     def BatchNormalization(self, xs, at, name):  # noqa: N802
         x, gamma, beta, mean, var = xs
@@ -235,16 +242,7 @@ class _Converter:
         if any(v.shape != x.shape[1:2] for v in vals):
             raise OnnxImportError(f"scale, B, mean and var must have shape [{x.shape[1]}] "
                                   f"(the channels), got {[list(v.shape) for v in vals]}")
-        g, b, m, v = (np.asarray(a, dtype=np.float64) for a in vals)
-        scale = g / np.sqrt(v + eps)
-        shift = b - m * scale
-        dtype = x.dtype
-        # out = x * scale[c] + shift[c]: a multiply by a [C,1,1] constant then a bias add
-        cshape = (-1,) + (1,) * (len(x.shape) - 2)
-        y = call("multiply", [x, const(scale.astype(dtype).reshape(cshape),
-                                       f"{name}_scale")], name=f"{name}_scale")
-        return call("bias_add", [y, const(shift.astype(dtype), f"{name}_shift")], name=name,
-                    axis=1)
+        return batch_norm_inference(x, *vals, eps, name)
 
     def Gemm(self, xs, at, name):  # noqa: N802
         a, b = xs[0], xs[1]
@@ -262,9 +260,9 @@ class _Converter:
                 f"(transB={int(trans_b)})" + (f" and C {list(c.shape)}" if c is not None else "") +
                 " do not fit")
         if trans_a:
-            a = self._transpose(a, (1, 0), name + "_transA")
+            a = transpose(a, (1, 0), name + "_transA")
         if not trans_b:
-            b = self._transpose(b, (1, 0), name + "_transB")
+            b = transpose(b, (1, 0), name + "_transB")
         if alpha != 1.0:
             b = (const((self.const_value(b, "Gemm B with alpha != 1") * alpha)
                        .astype(b.dtype), f"{b.name}_alpha") if b.is_const
@@ -280,11 +278,6 @@ class _Converter:
                 y = call("add", [y, c], name=name + "_bias")
         return y
 
-    def _transpose(self, x, axes, name):
-        if x.is_const:
-            return const(np.ascontiguousarray(np.transpose(x.value, axes)), f"{x.name}_T")
-        return call("transpose", [x], name=name, axes=tuple(axes))
-
     def MatMul(self, xs, at, name):  # noqa: N802
         a, b = xs
         if len(a.shape) != 2 or len(b.shape) != 2:
@@ -294,7 +287,7 @@ class _Converter:
             raise OnnxImportError(f"shapes {list(a.shape)} and {list(b.shape)} cannot be "
                                   f"multiplied")
         if b.is_const:
-            return call("dense", [a, self._transpose(b, (1, 0), name)], name=name)
+            return call("dense", [a, transpose(b, (1, 0), name)], name=name)
         return call("matmul", [a, b], name=name)
 
     def Flatten(self, xs, at, name):  # noqa: N802
@@ -404,9 +397,7 @@ class _Converter:
         shape = list(x.shape)
         for a in sorted(_distinct_axes(axes, len(x.shape) + len(axes), "Unsqueeze")):
             shape.insert(a, 1)
-        if x.is_const:
-            return const(x.value.reshape(shape), name)
-        return call("reshape", [x], name=name, newshape=tuple(shape))
+        return reshape(x, tuple(shape), name)
 
     def Squeeze(self, xs, at, name):  # noqa: N802
         x, axes = xs[0], self._axes(xs, at, "Squeeze")
@@ -417,9 +408,7 @@ class _Converter:
             raise OnnxImportError(f"Squeeze axes {axes} of shape {list(x.shape)} are not all "
                                   f"of size 1")
         shape = [s for i, s in enumerate(x.shape) if i not in axes]
-        if x.is_const:
-            return const(x.value.reshape(shape), name)
-        return call("reshape", [x], name=name, newshape=tuple(shape))
+        return reshape(x, tuple(shape), name)
 
     def Cast(self, xs, at, name):  # noqa: N802
         import onnx
@@ -437,6 +426,10 @@ class _Converter:
         raise OpNotImplemented(f"Cast of a computed tensor from {x.dtype} to {to}")
 
     def Dropout(self, xs, at, name):  # noqa: N802  (inference: identity)
+        for x, what in zip(xs[1:], ("ratio", "training_mode"), strict=False):
+            if math.prod(x.shape) != 1:
+                raise OnnxImportError(f"the {what} input must hold a single value, got shape "
+                                      f"{list(x.shape)}")
         return xs[0]
 
     def Tanh(self, xs, at, name):  # noqa: N802
@@ -450,7 +443,7 @@ class _Converter:
         perm = tuple(at.get("perm", range(nd)[::-1]))
         if sorted(perm) != list(range(nd)):
             raise OnnxImportError(f"perm {list(perm)} is not a permutation of the {nd} axes")
-        return self._transpose(xs[0], perm, name)
+        return transpose(xs[0], perm, name)
 
 
 def _reshaped(in_shape: tuple[int, ...], shape: list[int]) -> list[int]:

@@ -78,6 +78,7 @@ def check_model(model) -> int:
 
     try:
         onnx.checker.check_model(model)
+        _check_names_are_text(model.graph)
         for vi in list(model.graph.input) + list(model.graph.output):
             _dtype(vi)
         onnx.shape_inference.infer_shapes(_inference_copy(model), check_type=True,
@@ -103,6 +104,23 @@ def check_model(model) -> int:
 #: initializers of more bytes are given to shape inference without their data (weights:
 #: inference reads their type and dims; only small ones, shape operands, are read as data)
 _INFERENCE_DATA_BYTES = 4096
+
+
+def _check_names_are_text(graph) -> None:
+    """Reject names that are not UTF-8: protobuf hands them over as ``bytes``, which the
+    checker accepts."""
+    for k, node in enumerate(graph.node):
+        for what, value in [("a name", node.name), ("an operator type", node.op_type),
+                            *(("an input", i) for i in node.input),
+                            *(("an output", o) for o in node.output)]:
+            if isinstance(value, bytes):
+                raise OnnxImportError(f"malformed ONNX model: node {k} ({node.op_type!r}) has "
+                                      f"{what} {value!r} that is not valid UTF-8")
+    named = [*graph.input, *graph.output, *graph.initializer, *graph.value_info]
+    for item in named:
+        if isinstance(item.name, bytes):
+            raise OnnxImportError(f"malformed ONNX model: the graph name {item.name!r} is not "
+                                  "valid UTF-8")
 
 
 def _inference_copy(model):

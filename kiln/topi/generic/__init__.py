@@ -25,6 +25,17 @@ def schedule_default(outs, auto_inline: bool = False):
     return s
 
 
+default_schedule = schedule_default  # TVM's name
+
+
+def schedule_injective_from_existing(sch, out):
+    """The injective stage of ``out`` in ``sch`` with its axes fused into one loop."""
+    st = sch[out.op]
+    if len(st.op.axis) > 1:
+        st.fuse(*st.op.axis)
+    return sch
+
+
 def schedule_injective(outs):
     """Injective operators (elementwise, broadcast, reshape, transpose, pad ...)."""
     return schedule_default(outs, auto_inline=True)
@@ -45,6 +56,7 @@ def _plain(doc: str):
 
 schedule_elemwise = schedule_injective
 schedule_broadcast = schedule_injective
+schedule_concatenate = schedule_injective
 schedule_conv2d_nchw = _plain("conv2d_nchw.")
 schedule_conv2d_nhwc = _plain("conv2d_nhwc.")
 schedule_conv2d_NCHWc = _plain("conv2d_NCHWc.")  # noqa: N816
@@ -74,7 +86,8 @@ def schedule_auto(outs):
 
 
 __all__ = [
-    "schedule_default", "schedule_injective", "schedule_elemwise", "schedule_broadcast",
+    "schedule_default", "default_schedule", "schedule_injective_from_existing",
+    "schedule_injective", "schedule_elemwise", "schedule_broadcast", "schedule_concatenate",
     "schedule_reduce", "schedule_conv2d_nchw", "schedule_conv2d_nhwc", "schedule_conv2d_NCHWc",
     "schedule_group_conv2d_nchw", "schedule_depthwise_conv2d_nchw",
     "schedule_depthwise_conv2d_NCHWc", "schedule_dense", "schedule_matmul",

@@ -1,4 +1,4 @@
-"""Activation functions: relu, leaky_relu, prelu, gelu."""
+"""Activation functions (relu, leaky_relu, prelu, gelu) and bias_add."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def prelu(x, slope, axis=1):
     return te.compute(x.shape, f, name="T_prelu", tag=tag.BROADCAST)
 
 
+def bias_add(data, bias, axis=1):
+    """``data + bias[c]`` with ``c`` the index along ``axis`` (TVM's ``topi.nn.bias_add``;
+    a ``"broadcast"`` stage)."""
+    if bias.ndim != 1:
+        raise ValueError("bias_add: bias must be 1-D")
+    axis = axis % data.ndim
+    return te.compute(data.shape, lambda *i: data(*i) + bias[i[axis]], name="T_add",
+                      tag=tag.BROADCAST)
+
+
 def gelu(x, approximate="none"):
     """Gaussian error linear unit: ``0.5 x (1 + erf(x / sqrt 2))``; with
     ``approximate="tanh"``, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
@@ -58,4 +68,4 @@ def gelu(x, approximate="none"):
     return te.compute(x.shape, f, name="T_gelu", tag=tag.ELEMWISE)
 
 
-__all__ = ["relu", "leaky_relu", "prelu", "gelu"]
+__all__ = ["relu", "leaky_relu", "prelu", "gelu", "bias_add"]

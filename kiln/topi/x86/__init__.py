@@ -70,6 +70,11 @@ def schedule_auto(outs):
     return schedule_injective(outs)
 
 
+schedule_concatenate = schedule_injective
+schedule_dense_nopack = schedule_dense
+schedule_dense_pack = schedule_dense
+
+
 def schedule_extern(outs):
     """Opaque operators: the default schedule with injective stages inlined."""
     from ..generic import schedule_default
@@ -79,7 +84,8 @@ def schedule_extern(outs):
 
 __all__ = [
     "schedule_injective", "schedule_injective_from_existing", "schedule_elemwise",
-    "schedule_broadcast", "schedule_batch_norm", "schedule_reduce", "schedule_conv2d_nchw",
+    "schedule_broadcast", "schedule_concatenate", "schedule_batch_norm", "schedule_reduce",
+    "schedule_dense_nopack", "schedule_dense_pack", "schedule_conv2d_nchw",
     "schedule_group_conv2d_nchw", "schedule_conv2d_nhwc", "schedule_conv2d_NCHWc",
     "schedule_depthwise_conv2d_nchw", "schedule_depthwise_conv2d_NCHWc", "schedule_dense",
     "schedule_matmul", "schedule_batch_matmul", "schedule_pool", "schedule_adaptive_pool",
