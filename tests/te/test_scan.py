@@ -79,8 +79,8 @@ def test_bounds_one_row_per_step():
     assert str(ranges[s_scan.op.scan_axis].extent) == "(m - 1)"
 
 
-def test_multi_stage_cell_with_compute_at():
-    """The tutorial's multi-stage cell: s1 computed per 32-wide chunk of the update."""
+def _two_stage_cell():
+    """The tutorial's cell: s1 = 2 * state[t-1], s2 = s1 + X[t]; returns (X, s1, s2, scan)."""
     m, n = te.var("m"), te.var("n")
     X = te.placeholder((m, n), name="X")
     s_state = te.placeholder((m, n))
@@ -88,6 +88,12 @@ def test_multi_stage_cell_with_compute_at():
     s1 = te.compute((m, n), lambda t, i: s_state[t - 1, i] * 2, name="s1")
     s2 = te.compute((m, n), lambda t, i: s1[t, i] + X[t, i], name="s2")
     s_scan = te.scan(s_init, s2, s_state, inputs=[X])
+    return X, s1, s2, s_scan
+
+
+def test_multi_stage_cell_with_compute_at():
+    """The tutorial's multi-stage cell: s1 computed per 32-wide chunk of the update."""
+    X, s1, s2, s_scan = _two_stage_cell()
     s = te.create_schedule(s_scan.op)
     xo, _ = s[s2].split(s2.op.axis[1], factor=32)
     s[s1].compute_at(s[s2], xo)
@@ -102,13 +108,7 @@ def test_multi_stage_cell_with_compute_at():
 
 
 def test_compute_root_returns_a_group_stage_to_the_scan_loop():
-    m, n = te.var("m"), te.var("n")
-    X = te.placeholder((m, n), name="X")
-    s_state = te.placeholder((m, n))
-    s_init = te.compute((1, n), lambda _, i: X[0, i])
-    s1 = te.compute((m, n), lambda t, i: s_state[t - 1, i] * 2, name="s1")
-    s2 = te.compute((m, n), lambda t, i: s1[t, i] + X[t, i], name="s2")
-    s_scan = te.scan(s_init, s2, s_state, inputs=[X])
+    X, s1, s2, s_scan = _two_stage_cell()
     s = te.create_schedule(s_scan.op)
     s[s1].compute_inline()
     s[s1].compute_root()
