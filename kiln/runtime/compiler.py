@@ -151,10 +151,19 @@ def _run(command: tuple[str, ...], args: list[str]) -> subprocess.CompletedProce
 def compiler_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` for the C compiler: without a sanitizer runtime in ``LD_PRELOAD`` (a sanitized
     process preloads ASan for its kernels; the compiler does not need it, and starting ASan
-    in every compiler process costs a third of a sanitized test run)."""
+    in every compiler process costs a third of a sanitized test run). The C++ runtime that
+    :func:`kiln.runtime.sanitize.sanitizer_env` preloads right after ASan goes with it."""
     out = dict(env)
-    preload = [p for p in out.get("LD_PRELOAD", "").split(":")
-               if p and not Path(p).name.startswith(("libasan", "libubsan"))]
+    preload: list[str] = []
+    after_sanitizer = False
+    for p in filter(None, out.get("LD_PRELOAD", "").split(":")):
+        name = Path(p).name
+        if name.startswith(("libasan", "libubsan")) or (
+                after_sanitizer and name.startswith("libstdc++")):
+            after_sanitizer = True
+            continue
+        after_sanitizer = False
+        preload.append(p)
     if preload:
         out["LD_PRELOAD"] = ":".join(preload)
     else:
@@ -193,10 +202,11 @@ def _compile_error(
 def _workaround_flags(command: tuple[str, ...]) -> list[str]:
     """Flags that avoid known miscompilations and slow code of the compiler in use.
 
-    GCC 12 at -O3 with AVX2/AVX-512 if-converts guarded loads in a loop nest such as
+    GCC 12 and 13 at -O3 with AVX2/AVX-512 if-convert guarded loads in a loop nest such as
     ``P[o*5+i] = (o*5+i < 10 || o*5+i >= 47) ? 0 : A[o*5+i-10]`` into wrong code (zeros are
-    stored); kiln's padding stages produce exactly this shape, so tree loop if-conversion is
-    turned off for GCC 12 (tests/runtime/test_compiler_workarounds.py has the reproducer).
+    stored; seen with GCC 12.2 on AVX2 and AVX-512 and with GCC 13.3 on AVX-512); kiln's
+    padding stages produce exactly this shape, so tree loop if-conversion is turned off for
+    GCC 12 and 13 (tests/runtime/test_compiler_workarounds.py has the reproducer).
 
     GCC's predictive commoning (on at -O3) carries loaded values from one loop iteration to
     the next. In a register-blocked convolution (7 pixels x 8 input channels unrolled) it
@@ -213,7 +223,7 @@ def _workaround_flags(command: tuple[str, ...]) -> list[str]:
     if not is_gcc or "clang" in first.lower():
         return []
     flags = ["-fno-predictive-commoning"]
-    if re.search(r"\s12\.\d+\.\d+", first):
+    if re.search(r"\s1[23]\.\d+\.\d+", first):
         flags.append("-fno-tree-loop-if-convert")
     return flags
 

@@ -90,29 +90,56 @@ def _asan_loaded() -> bool:
 @functools.cache
 def asan_runtime() -> str:
     """The path of the C compiler's ASan runtime (``<cc> -print-file-name=libasan.so``)."""
-    command = compiler_command()
-    try:
-        res = subprocess.run([*command, "-print-file-name=libasan.so"], capture_output=True,
-                             text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise TVMError(f"cannot ask the C compiler {command[0]!r} for its ASan runtime "
-                       f"({e})") from None
-    path = res.stdout.strip()
-    if res.returncode != 0 or not os.path.isabs(path):
-        raise TVMError(f"the C compiler {command[0]!r} has no AddressSanitizer runtime "
+    path = _compiler_file("libasan.so", "ASan runtime")
+    if path is None:
+        raise TVMError(f"the C compiler {compiler_command()[0]!r} has no AddressSanitizer runtime "
                        f"(libasan.so); install it (e.g. the libasan package of your GCC)")
     return path
+
+
+@functools.cache
+def cxx_runtime() -> str | None:
+    """The C++ runtime (libstdc++) the C compiler links with, or None where it has none.
+
+    Preloaded after the ASan runtime: ASan's ``__cxa_throw`` interceptor resolves the real
+    function once, at start, and a process that loads libstdc++ only later (a C++ extension
+    module imported by a test: matplotlib's, onnxruntime's) dies at its first C++ exception
+    with a failed ASan CHECK and exit status 1."""
+    path = _compiler_file("libstdc++.so", "C++ runtime")
+    if path is None:
+        return None
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as f:
+            return real if f.read(4) == b"\x7fELF" else None
+    except OSError:
+        return None
+
+
+def _compiler_file(name: str, what: str) -> str | None:
+    """``<cc> -print-file-name=NAME`` as an absolute path, or None when the compiler has none."""
+    command = compiler_command()
+    try:
+        res = subprocess.run([*command, f"-print-file-name={name}"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise TVMError(f"cannot ask the C compiler {command[0]!r} for its {what} "
+                       f"({e})") from None
+    path = res.stdout.strip()
+    return path if res.returncode == 0 and os.path.isabs(path) else None
 
 
 def sanitizer_env(base: Mapping[str, str] | None = None,
                   sanitizers: Sequence[str] = SANITIZERS) -> dict[str, str]:
     """``base`` (default: this process's environment) for a child process that builds and
-    runs kernels with ``sanitizers``: ``KILN_SANITIZE``, the ASan runtime preloaded, and the
-    options that make a report end the process."""
+    runs kernels with ``sanitizers``: ``KILN_SANITIZE``, the ASan runtime (and the C++
+    runtime after it, :func:`cxx_runtime`) preloaded, and the options that make a report end
+    the process."""
     env = dict(os.environ if base is None else base)
     env["KILN_SANITIZE"] = ",".join(sanitizers)
     env.update(_OPTIONS)
     if "address" in sanitizers:
-        preload = [asan_runtime(), *filter(None, env.get("LD_PRELOAD", "").split(":"))]
-        env["LD_PRELOAD"] = ":".join(dict.fromkeys(preload))
+        preload = [asan_runtime(), cxx_runtime(),
+                   *env.get("LD_PRELOAD", "").split(":")]
+        env["LD_PRELOAD"] = ":".join(dict.fromkeys(filter(None, preload)))
     return env

@@ -221,6 +221,7 @@ def test_tune_tasks_with_history(tmp_path):
 
     from kiln.autotvm.graph_tuning import hand_config_index
 
+    pytest.importorskip("xgboost")
     mod, params = _import(testing.gemm_classifier())
     tasks = autotvm.task.extract_from_program(mod, params, "llvm")
     first, second = tmp_path / "first.json", tmp_path / "second.json"

@@ -125,11 +125,15 @@ def test_flags_and_environment():
     env = _sanitized_env()
     assert env["KILN_SANITIZE"] == "address,undefined"
     assert env["LD_PRELOAD"].split(":")[0] == sanitize.asan_runtime()
+    if sanitize.cxx_runtime():  # after ASan, so that its __cxa_throw interceptor finds it
+        assert env["LD_PRELOAD"].split(":")[1] == sanitize.cxx_runtime()
     assert "detect_leaks=0" in env["ASAN_OPTIONS"]
     # the compiler does not start with the sanitizer runtime; other preloads stay
     assert "LD_PRELOAD" not in compiler_env(env)
     mixed = {"LD_PRELOAD": f"{sanitize.asan_runtime()}:/opt/libother.so"}
     assert compiler_env(mixed)["LD_PRELOAD"] == "/opt/libother.so"
+    users = {"LD_PRELOAD": "/opt/libstdc++.so.6:" + env["LD_PRELOAD"]}
+    assert compiler_env(users)["LD_PRELOAD"] == "/opt/libstdc++.so.6"
 
 
 def _vector_add():

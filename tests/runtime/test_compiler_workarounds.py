@@ -31,7 +31,9 @@ def test_gcc_flags_follow_the_version_text(monkeypatch):
 
     gcc12 = "cc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
     assert flags_for(gcc12) == ["-fno-predictive-commoning", "-fno-tree-loop-if-convert"]
-    assert flags_for("gcc (GCC) 13.2.1 20230801\n") == ["-fno-predictive-commoning"]
+    gcc13 = "gcc-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0\n"
+    assert flags_for(gcc13) == ["-fno-predictive-commoning", "-fno-tree-loop-if-convert"]
+    assert flags_for("gcc (GCC) 14.2.1 20240801\n") == ["-fno-predictive-commoning"]
     assert flags_for("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu\n") == []
 
 

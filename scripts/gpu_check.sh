@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 22's checks on a machine with an NVIDIA GPU, in one go, each step under its own time limit:
+#   facts   the GPU, driver, CUDA and package versions
+#   tests   the tests marked gpu (pytest -m gpu)
+#   bench   python -m benchmarks gpu (kiln's CUDA kernels against PyTorch, TF32 off)
+#   models  python -m benchmarks gpu_models (relay.build for cuda against PyTorch eager)
+#   suite   the whole suite without the gpu tests, on most of the machine's cores
+# Usage: bash scripts/gpu_check.sh OUTDIR [STEP ...]     (default: every step)
+# Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, SUITE_S.
+# Uses the python3 on PATH (or $PY) with kiln from this checkout on PYTHONPATH, so it runs on a
+# machine that has numpy, pytest, cuda-bindings and PyTorch but no network to install kiln.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:-results/gpu}
+shift || true
+steps=${*:-facts tests bench models suite}
+mkdir -p "$out"
+PY=${PY:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-gpu-cache}
+cores=$(nproc)
+workers=$(( cores > 4 ? cores - 2 : 2 ))
+xdist=()
+if "$PY" -c "import xdist" 2>/dev/null; then xdist=(-n "$workers" --dist worksteal); fi
+
+step() {  # step NAME SECONDS COMMAND...: run one step, its output in OUTDIR/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+  tail -n 25 "$out/$name.log"
+}
+
+for s in $steps; do
+  case $s in
+    facts) step facts 60 bash -c "nvidia-smi; nvcc --version; $PY -V; \
+      $PY -m pip list 2>/dev/null | grep -iE 'torch|cuda|nvidia|numpy|onnx|pytest|hypothesis'; \
+      gcc --version | head -1; lscpu | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300; \
+      $PY -c 'import kiln; from kiln.runtime import cuda_driver as c; \
+print(c.nvrtc_version(), c.device_arch(0), c.device_attributes(0))'" ;;
+    tests) step tests "${TESTS_S:-120}" "$PY" -m pytest -m gpu -p no:cacheprovider -v --tb=short \
+      -rfEs "${xdist[@]}" ;;
+    bench) step bench "${BENCH_S:-180}" "$PY" -m benchmarks gpu --out "$out" ;;
+    models) step models "${MODELS_S:-180}" "$PY" -m benchmarks gpu_models --out "$out" ;;
+    suite) step suite "${SUITE_S:-240}" "$PY" -m pytest -m "not gpu" -p no:cacheprovider -v \
+      --tb=short -rfE \
+      "${xdist[@]}" ;;
+    *) echo "unknown step $s" >&2; exit 2 ;;
+  esac
+done
