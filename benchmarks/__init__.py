@@ -19,12 +19,19 @@ SUITES: dict[str, str] = {
     "models": "benchmarks.models",
     "tuning": "benchmarks.tuning",
     "gpu": "benchmarks.gpu",
+    "gpu_tuning": "benchmarks.gpu_tuning",
+    "gpu_models": "benchmarks.gpu_models",
+    "gpu_sweep": "benchmarks.gpu_sweep",
+    "fused": "benchmarks.fused",
+    "cost_model": "benchmarks.cost_model",
 }
 
 
 #: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
-#: gpu needs a GPU
-NOT_DEFAULT = {"tuning", "gpu"}
+#: gpu, gpu_models, gpu_sweep and gpu_tuning need a GPU, fused is the seed-002 study
+#: (docs/fused_loop.md), cost_model the cost model's validation (docs/dynamic.md)
+NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "fused", "gpu_tuning",
+               "cost_model"}
 
 
 def get_suite(name: str) -> ModuleType:

@@ -9,7 +9,10 @@ process:
   examples/cpu/gemm.py against ``numpy.matmul`` (BLAS), timed interleaved (kiln, numpy,
   numpy, kiln, ...) with the same thread count: all cores, then 1 thread (kiln's OpenMP and
   numpy's BLAS limited with threadpoolctl). Every kiln result is checked against numpy
-  before it is timed.
+  before it is timed;
+* **tensorized GEMM** (issue 16): examples/cpu/gemm_tensorize.py, kiln's loops around a
+  hand-written AVX-512/AVX2 micro-kernel (``s[C].tensorize``), against numpy and the pure-TE
+  schedule above, interleaved, all cores (``bench_gemm_tensorize``).
 
 Writes ``results/cpu.json``, ``results/cpu.md`` and ``results/cpu_gemm.png`` (GFLOP/s
 against N beside numpy). Nothing here asserts on timings.
@@ -90,6 +93,58 @@ def bench_gemm(cfg: dict[str, Any], peak_gflops: float | None, threads: int | No
     return rows
 
 
+def bench_gemm_tensorize(cfg: dict[str, Any],
+                         sizes: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Tensorized-GEMM rows for ``sizes`` (default ``cfg["sizes_tensorize"]``): the
+    micro-kernel schedule, the pure-TE schedule and numpy, interleaved, each result checked
+    against numpy before it is timed."""
+    import kiln
+
+    tensorized = common.load_example("cpu", "gemm_tensorize")
+    pure = common.load_example("cpu", "gemm")
+    rows = []
+    for n in sizes or cfg["sizes_tensorize"]:
+        rng = np.random.default_rng(n)
+        a = rng.standard_normal((n, n)).astype("float32")
+        b = rng.standard_normal((n, n)).astype("float32")
+        ref = a @ b
+        env: dict[str, Any] = {"np": np, "a": a, "b": b, "out": np.empty_like(ref)}
+        correct = True
+        for who, schedule in (("tensorize", tensorized.gemm_tensorize_schedule),
+                              ("te", pure.gemm_schedule)):
+            s, args = schedule(n)
+            env[who] = kiln.build(s, args, "llvm")
+            env[f"{who}_args"] = (kiln.nd.array(a), kiln.nd.array(b),
+                                  kiln.nd.array(np.full((n, n), np.nan, "float32")))
+            env[who](*env[f"{who}_args"])
+            correct &= bool(np.allclose(env[f"{who}_args"][2].numpy(), ref, rtol=1e-3,
+                                        atol=1e-3 * np.sqrt(n)))
+        timings = common.interleaved(
+            {"tensorize": "tensorize(*tensorize_args)", "te": "te(*te_args)",
+             "numpy": "np.matmul(a, b, out=out)"}, env,
+            repeat=cfg["gemm_repeat"], min_time=cfg["gemm_min_time"], warmup=2)
+        gflops = {who: 2.0 * n ** 3 / t.median / 1e9 for who, t in timings.items()}
+        rows.append({"n": n, "threads": common.omp_threads(), "correct": correct,
+                     **{f"{who}_gflops": g for who, g in gflops.items()},
+                     "timing": {k: t.to_dict() for k, t in timings.items()}})
+        gc.collect()
+    return rows
+
+
+def markdown_tensorize(rows: list[dict[str, Any]]) -> str:
+    lines = ["| tensorized GEMM fp32 N | threads | micro-kernel GFLOP/s | pure-TE GFLOP/s | "
+             "numpy GFLOP/s | micro-kernel / numpy | micro-kernel / pure-TE | correct |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['n']} | {r['threads']} | {r['tensorize_gflops']:.1f} | "
+            f"{r['te_gflops']:.1f} | {r['numpy_gflops']:.1f} | "
+            f"{r['tensorize_gflops'] / r['numpy_gflops']:.2f}× | "
+            f"{r['tensorize_gflops'] / r['te_gflops']:.2f}× | "
+            f"{'yes' if r['correct'] else 'NO'} |")
+    return "\n".join(lines)
+
+
 @contextlib.contextmanager
 def _nothing():
     yield
@@ -101,7 +156,8 @@ def _nothing():
 
 
 def settings(quick: bool) -> dict[str, Any]:
-    cfg = {"quick": quick, "sizes": [256, 512, 1024, 2048], **peak_mod.settings(quick)}
+    cfg = {"quick": quick, "sizes": [256, 512, 1024, 2048], "sizes_tensorize": [768, 1536],
+           **peak_mod.settings(quick)}
     if quick:
         cfg.update(gemm_repeat=3, gemm_min_time=0.2, sizes_1thread=[1024])
     else:
@@ -173,6 +229,8 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
                                sizes=cfg["sizes_1thread"])
         except RuntimeError as e:  # no threadpoolctl
             say(f"skipped: {e}")
+        say("tensorized gemm ...")
+        tensorize = bench_gemm_tensorize(cfg)
     plot = plot_gemm(gemm, out / f"{NAME}_gemm.png")
     machine = common.machine_info(load_start)
     duration = time.perf_counter() - t0
@@ -180,6 +238,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     data = {"suite": NAME, "date": when, "duration_s": round(duration, 2), "machine": machine,
             "settings": cfg, "peak": peak, "triad": triad,
             "peak_1thread": measured["peak_1thread"], "gemm": gemm,
+            "gemm_tensorize": tensorize,
             "command": "python -m benchmarks cpu" + (" --quick" if quick else "")}
     md = [
         "# CPU benchmarks (GEMM, peak)",
@@ -190,6 +249,8 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         *(f"- {line}" for line in common.machine_lines(machine)),
         "",
         markdown(measured, gemm),
+        "",
+        markdown_tensorize(tensorize),
         "",
         *([f"Plot: `{plot.name}` (GFLOP/s against N, kiln beside numpy)", ""] if plot else []),
         "Medians of interleaved measurements in one process (same thread count for kiln and "

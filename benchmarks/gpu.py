@@ -1,10 +1,13 @@
 """GPU suite: kiln's CUDA schedules against PyTorch (cuBLAS / cuDNN, TF32 off), issue 5.
 
 Workloads: SGEMM 1024-4096 (examples/assignment/gemm_gpu.py), the assignment's conv1d
-(M=4096, N=128) and depthwise conv2d (1x256x56x56 and 1x512x14x14, 3x3), and the book's §5.5
-convolution with virtual threads (64 channels, 64x64, 3x3). Each kernel's result is checked
-against PyTorch first; then kiln (``time_evaluator``, CUDA events) and PyTorch (CUDA events
-around back-to-back calls) are timed interleaved, median of repeats.
+(M=4096, N=128) and depthwise conv2d (1x256x56x56 and 1x512x14x14, 3x3; the assignment's
+schedule and ``topi.cuda``'s), MobileNet's depthwise-separable convolution (a depthwise 3x3
+kernel then the pointwise 1x1 convolution as a GEMM of 128 x 28 tiles, which divide
+MobileNet's maps; the two kernels' times added, as are PyTorch's two calls), and the book's
+§5.5 convolution with virtual threads (64 channels, 64x64, 3x3). Each kernel's result is
+checked against PyTorch first; then kiln (``time_evaluator``, CUDA events) and PyTorch (CUDA
+events around back-to-back calls) are timed interleaved, median of repeats.
 
 Without a GPU (or without PyTorch's CUDA build) every kernel is still built and compiled with
 NVRTC, and the report says that nothing was timed.
@@ -28,7 +31,8 @@ from benchmarks import common  # noqa: E402
 from benchmarks.common import load_example  # noqa: E402
 
 NAME = "gpu"
-DESCRIPTION = "CUDA: SGEMM, conv1d, depthwise, the book's conv vs PyTorch (needs a GPU)"
+DESCRIPTION = ("CUDA: SGEMM, conv1d, depthwise(-separable), the book's conv vs PyTorch "
+               "(needs a GPU)")
 
 
 def workloads(quick: bool) -> list[dict[str, Any]]:
@@ -54,12 +58,52 @@ def workloads(quick: bool) -> list[dict[str, Any]]:
                     "sched": s, "args": [inp, ker, o], "flop": 2 * c * hw * hw * 9,
                     "torch": lambda t, x, w, c=c: t.nn.functional.conv2d(x, w, padding=1,
                                                                          groups=c)})
+        out.append({**depthwise(c, hw), "key": f"depthwise.{c}x{hw}.topi",
+                    "label": f"depthwise 3×3 {c}@{hw}², topi.cuda"})
+    for c, hw, co in ((128, 56, 128), (512, 14, 512)):
+        out.append(depthwise_separable(c, hw, co, gemm.VARIANTS["vthread_8x4_16x7_tk8"]))
     out.append(_elementwise_chain(1 << (24 if quick else 26)))
     sch, args = ch5.conv_vthread(64, 64, 64, 3, 1, 1)
     out.append({"key": "conv.book_vthread", "label": "book §5.5 conv 64@64², vthread",
                 "sched": sch, "args": list(args), "flop": 2 * 64 * 64 * 64 * 64 * 9,
                 "torch": lambda t, x, w: t.nn.functional.conv2d(x[None], w, padding=1)[0]})
     return out
+
+
+def depthwise(c: int, hw: int, stride: int = 1, config: dict[str, int] | None = None
+              ) -> dict[str, Any]:
+    """Depthwise 3x3 convolution (padding 1) of a ``c``-channel ``hw x hw`` image, scheduled
+    by ``topi.cuda.schedule_depthwise_conv2d_nchw`` (``config``: its knobs)."""
+    from kiln import te, topi
+
+    x = te.placeholder((1, c, hw, hw), name="x")
+    w = te.placeholder((c, 1, 3, 3), name="w")
+    y = topi.nn.depthwise_conv2d_nchw(x, w, stride, 1, 1)
+    out_hw = int(y.shape[2])
+    return {"key": f"depthwise.{c}x{hw}.s{stride}", "label": f"depthwise 3×3/{stride} {c}@{hw}²",
+            "sched": topi.cuda.schedule_depthwise_conv2d_nchw(y, config), "args": [x, w, y],
+            "flop": 2 * c * out_hw * out_hw * 9,
+            "bytes": 4 * c * (hw * hw + out_hw * out_hw + 9),
+            "torch": lambda t, a, b: t.nn.functional.conv2d(a, b, stride=stride, padding=1,
+                                                            groups=c)}
+
+
+def pointwise(c: int, hw: int, co: int, make_gemm: Callable) -> dict[str, Any]:
+    """The pointwise (1x1) convolution of ``c`` channels of ``hw x hw`` pixels to ``co`` as
+    the GEMM ``W (co, c) @ X (c, hw*hw)`` scheduled by ``make_gemm(M, K, N)``."""
+    s, a, b, out = make_gemm(co, c, hw * hw)
+    return {"key": f"pointwise.{c}x{hw}.{co}", "label": f"pointwise 1×1 {c}→{co}@{hw}²",
+            "sched": s, "args": [a, b, out], "flop": 2 * co * c * hw * hw,
+            "torch": lambda t, wt, x: t.nn.functional.conv2d(
+                x.view(1, c, hw, hw), wt.view(co, c, 1, 1)).view(co, hw * hw)}
+
+
+def depthwise_separable(c: int, hw: int, co: int, make_gemm: Callable,
+                        config: dict[str, int] | None = None) -> dict[str, Any]:
+    """MobileNet's block: :func:`depthwise` then :func:`pointwise`, two kernels."""
+    parts = [depthwise(c, hw, 1, config), pointwise(c, hw, co, make_gemm)]
+    return {"key": f"dwsep.{c}x{hw}.{co}", "label": f"depthwise-separable {c}@{hw}² → {co}",
+            "parts": parts, "flop": sum(p["flop"] for p in parts)}
 
 
 def _elementwise_chain(n: int) -> dict[str, Any]:
@@ -96,7 +140,35 @@ def _cuda_time(fn: Callable[[], Any], torch, number: int) -> float:
     return start.elapsed_time(end) / 1e3 / number
 
 
-def _measure(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
+def measure(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
+    """Check ``w`` against PyTorch, then time both (a workload of ``parts``: the sums)."""
+    if "parts" in w:
+        rs = [measure(p, torch, repeat) for p in w["parts"]]
+        k, t = sum(r["kiln_s"] for r in rs), sum(r["torch_s"] for r in rs)
+        return {"kiln_s": k, "torch_s": t, "kiln_gflops": w["flop"] / k / 1e9,
+                "torch_gflops": w["flop"] / t / 1e9,
+                "max_rel_err": max(r["max_rel_err"] for r in rs),
+                "correct": all(r["correct"] for r in rs), "parts": rs}
+    return _measure_kernel(w, torch, repeat)
+
+
+def compile_only(w: dict[str, Any]) -> str:
+    """Without a GPU: build ``w`` (each part) for sm_90 with NVRTC, or lower it where NVRTC
+    is missing; returns the note saying which."""
+    import kiln
+    from kiln.runtime import cuda_driver
+
+    for p in w.get("parts", [w]):
+        if cuda_driver.available():
+            kiln.build(p["sched"], p["args"], target="cuda -arch=sm_90")
+        else:
+            kiln.lower(p["sched"], p["args"])
+    if cuda_driver.available():
+        return "compiled for sm_90, not timed: no CUDA GPU / PyTorch CUDA"
+    return "lowered only: no NVRTC, no GPU"
+
+
+def _measure_kernel(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
     import kiln
 
     dev = kiln.cuda(0)
@@ -139,23 +211,15 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     if torch is not None and have_gpu:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    from kiln.runtime import cuda_driver
-
     if have_gpu:
         details["copy_bandwidth_gbps"] = copy_bandwidth(torch) / 1e9
 
     for w in workloads(quick):
         if not have_gpu:
-            # still lowered, code-generated and (with cuda-bindings) compiled by NVRTC
-            if cuda_driver.available():
-                kiln.build(w["sched"], w["args"], target="cuda -arch=sm_90")
-                note = "compiled for sm_90, not timed: no CUDA GPU / PyTorch CUDA"
-            else:
-                kiln.lower(w["sched"], w["args"])
-                note = "lowered only: no NVRTC, no GPU"
-            figures.append(common.Figure(w["key"], w["label"], None, "s", notes=note))
+            figures.append(common.Figure(w["key"], w["label"], None, "s",
+                                         notes=compile_only(w)))
             continue
-        r = _measure(w, torch, 5 if quick else 11)
+        r = measure(w, torch, 5 if quick else 11)
         details[w["key"]] = r
         rate = (f"{r['kiln_gbps']:.0f} GB/s = "
                 f"{100 * r['kiln_gbps'] / details['copy_bandwidth_gbps']:.0f}% of copy"

@@ -15,12 +15,21 @@ the end the hand schedule, the template's untuned (fallback) config and each tun
 config are rebuilt in this process and timed interleaved, so their ratios are measured
 under the same load.
 
+``--backends local,rpc1,rpc2,dask`` (the default) also measures the same candidates of a
+small GEMM with each measurement backend and reports candidates measured per minute and
+the overhead per candidate against LocalRunner: ``local`` (LocalBuilder + LocalRunner),
+``rpc1``/``rpc2`` (LocalBuilder + RPCRunner through a tracker with 1 or 2 RPC servers on
+this machine) and ``dask`` (DaskBuilder + DaskRunner on a 2-worker
+``distributed.LocalCluster``, one ``device:cpu`` each; skipped without ``kiln[dask]``).
+
 Writes ``results/tuning.json``, ``results/tuning.md`` and the tuning logs
 ``results/tuning-<workload>-<tuner>.log``. Nothing here asserts on timings.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import sys
 import time
 from collections.abc import Sequence
@@ -287,11 +296,144 @@ def settings(quick: bool, trials: int | None, random_trials: int | None) -> dict
     base = {"seed": 0, "n_parallel": 2, "number": 2, "repeat": 5, "min_repeat_ms": 40}
     if quick:
         base.update(quick=True, trials=trials or 32, random_trials=random_trials or 32,
-                    final_repeat=3)
+                    final_repeat=3, backend_trials=16)
     else:
         base.update(quick=False, trials=trials or 200, random_trials=random_trials or 1000,
-                    final_repeat=7)
+                    final_repeat=7, backend_trials=64)
     return base
+
+
+# ---------------------------------------------------------------------------------------
+# Measurement backends: candidates per minute
+# ---------------------------------------------------------------------------------------
+BACKENDS = ("local", "rpc1", "rpc2", "dask")
+BACKEND_GEMM = 256  # small: the backends' overhead, not the kernels, should dominate
+RPC_KEY = "kiln-bench"
+
+
+def _timing(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The runner settings every backend shares: every candidate checked against numpy."""
+    return {"number": cfg["number"], "repeat": 3, "timeout": 20, "check_correctness": True,
+            "ref_func": _numpy_gemm}
+
+
+@contextlib.contextmanager
+def _rpc_option(n_servers: int, cfg: dict[str, Any]):
+    """A tracker and ``n_servers`` RPC servers on this machine, and the option measuring
+    through them."""
+    from kiln import rpc
+
+    with rpc.Tracker("127.0.0.1", 0, silent=True) as tracker, contextlib.ExitStack() as stack:
+        addr = ("127.0.0.1", tracker.port)
+        for _ in range(n_servers):
+            stack.enter_context(rpc.Server("127.0.0.1", 0, silent=True, tracker_addr=addr,
+                                           key=RPC_KEY))
+        client = rpc.connect_tracker(*addr)
+        deadline = time.monotonic() + 30
+        while client.summary()["queue_info"].get(RPC_KEY, {}).get("free") != n_servers:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the RPC servers did not register with the tracker")
+            time.sleep(0.05)
+        yield autotvm.measure_option(
+            builder=autotvm.LocalBuilder(n_parallel=cfg["n_parallel"], timeout=60),
+            runner=autotvm.RPCRunner(RPC_KEY, *addr, cooldown_interval=0, **_timing(cfg)))
+
+
+@contextlib.contextmanager
+def _dask_option(cfg: dict[str, Any]):
+    """A 2-worker ``distributed.LocalCluster`` (processes, one device each), and the option
+    building and measuring on it."""
+    import logging
+
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  resources={"device:cpu": 1}, dashboard_address=":0",
+                                  silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster) as client:
+        yield autotvm.measure_option(
+            builder=autotvm.DaskBuilder(client, n_parallel=cfg["n_parallel"], timeout=60),
+            runner=autotvm.DaskRunner(client, resource="device:cpu", **_timing(cfg)))
+
+
+def _backend_option(name: str, cfg: dict[str, Any]):
+    if name == "local":
+        return contextlib.nullcontext(autotvm.measure_option(
+            builder=autotvm.LocalBuilder(n_parallel=cfg["n_parallel"], timeout=60),
+            runner=autotvm.LocalRunner(**_timing(cfg))))
+    if name in ("rpc1", "rpc2"):
+        return _rpc_option(int(name[-1]), cfg)
+    if name == "dask":
+        return _dask_option(cfg)
+    raise ValueError(f"unknown backend {name!r}; use {', '.join(BACKENDS)}")
+
+
+def backend_throughput(backends: Sequence[str], cfg: dict[str, Any], say) -> list[dict]:
+    """Tune ``backend_trials`` candidates of a GEMM (RandomTuner) with each backend, twice
+    on the same cluster, tracker and servers (started before): a first, cold run (seed 0:
+    measurement workers, sessions, imports on the Dask workers) and a warm one (seed 1);
+    the wall time of each ``tune``, the reference included."""
+    task = autotvm.task.create("tuning_gemm", (BACKEND_GEMM,), "llvm")
+    n = cfg["backend_trials"]
+    rows = []
+    for name in backends:
+        if name == "dask" and importlib.util.find_spec("distributed") is None:
+            say("dask: skipped (pip install 'kiln[dask]')")
+            rows.append({"backend": name, "skipped": "distributed is not installed"})
+            continue
+        errors: dict[int, int] = {}
+
+        def count(tuner_, inputs, results, errors=errors):
+            for res in results:
+                errors[res.error_no] = errors.get(res.error_no, 0) + 1
+
+        seconds = []
+        with _backend_option(name, cfg) as option:
+            for seed in (cfg["seed"], cfg["seed"] + 1):
+                t0 = time.perf_counter()
+                autotvm.RandomTuner(task, seed=seed).tune(n, option, callbacks=[count])
+                seconds.append(time.perf_counter() - t0)
+        cold, warm = seconds
+        rows.append({"backend": name, "candidates": sum(errors.values()),
+                     "cold_seconds": round(cold, 2), "seconds": round(warm, 2),
+                     "per_minute": round(60 * n / warm, 1),
+                     "errors": {str(k): v for k, v in sorted(errors.items())}})
+        say(f"{name}: {n} candidates in {cold:.1f} s cold, {warm:.1f} s warm "
+            f"({60 * n / warm:.0f} per minute)")
+    local = next((r for r in rows if r["backend"] == "local"), None)
+    for r in rows:
+        if local is not None and "seconds" in r:
+            r["overhead_ms"] = round(1e3 * (r["seconds"] - local["seconds"]) / n, 1)
+    return rows
+
+
+BACKEND_LABELS = {"local": "LocalBuilder + LocalRunner",
+                  "rpc1": "LocalBuilder + RPCRunner, tracker, 1 server",
+                  "rpc2": "LocalBuilder + RPCRunner, tracker, 2 servers",
+                  "dask": "DaskBuilder + DaskRunner, LocalCluster of 2 workers"}
+
+
+def backend_markdown(rows: list[dict], cfg: dict[str, Any]) -> str:
+    lines = [f"### Measurement backends: {cfg['backend_trials']} candidates of GEMM "
+             f"{BACKEND_GEMM} (RandomTuner, batches of {cfg['n_parallel']}), cold then warm",
+             "", "| backend | cold run s | warm run s | per minute (warm) | overhead per "
+             "candidate vs local (warm) | errors (error_no: count, both runs) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        label = BACKEND_LABELS.get(r["backend"], r["backend"])
+        if "skipped" in r:
+            lines.append(f"| {label} | — | — | — | — | skipped: {r['skipped']} |")
+            continue
+        errs = ", ".join(f"{k}: {v}" for k, v in r["errors"].items())
+        over = f"{r['overhead_ms']:+.0f} ms" if "overhead_ms" in r else "—"
+        lines.append(f"| {label} | {r['cold_seconds']:.1f} | {r['seconds']:.1f} | "
+                     f"{r['per_minute']:.0f} | {over} | {errs} |")
+    lines += ["", "Every backend runs on this machine: the RPC servers, the Dask workers, "
+              "the builds and the measurements share its cores, so the figures are the "
+              "backends' overhead under that contention, not a cluster's throughput. The "
+              "cold run starts the measurement workers (and, for Dask, imports kiln and "
+              "the template on each worker)."]
+    return "\n".join(lines)
 
 
 def _at(curve: list[float], k: int) -> float | None:
@@ -331,7 +473,8 @@ def markdown(wl: dict[str, Any], rows, final) -> str:
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True, trials: int | None = None, random_trials: int | None = None,
         tuners: Sequence[str] = ("random", "ga", "xgb"),
-        workloads: Sequence[str] = ("gemm", "conv2d")) -> str:
+        workloads: Sequence[str] = ("gemm", "conv2d"),
+        backends: Sequence[str] = BACKENDS) -> str:
     del profile
     started = time.time()
     t0 = time.perf_counter()
@@ -355,6 +498,10 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         results[wname] = {"label": wl["label"], "space_size": len(task.config_space),
                           "flop": task.flop, "tuners": rows, "final": final}
         sections.append(markdown(wl, rows, final))
+    if backends:
+        say(f"measurement backends: {', '.join(backends)} ...")
+        results["backends"] = backend_throughput(backends, cfg, say)
+        sections.append(backend_markdown(results["backends"], cfg))
     machine = common.machine_info(load_start)
     machine["load_average_end"] = common.load_average()
     duration = time.perf_counter() - t0
@@ -380,11 +527,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--random-trials", type=int, default=None, help="trials of RandomTuner")
     p.add_argument("--tuners", default="random,ga,xgb", help="comma-separated tuners to run")
     p.add_argument("--workloads", default="gemm,conv2d",
-                   help=f"comma-separated workloads ({', '.join(WORKLOADS)})")
+                   help=f"comma-separated workloads ({', '.join(WORKLOADS)}; '' for none)")
+    p.add_argument("--backends", default=",".join(BACKENDS),
+                   help=f"measurement backends to compare ({', '.join(BACKENDS)}; '' for "
+                        "none)")
     args = p.parse_args(argv)
     run(quick=args.quick, out_dir=args.out, trials=args.trials,
         random_trials=args.random_trials, tuners=args.tuners.split(","),
-        workloads=args.workloads.split(","))
+        workloads=[w for w in args.workloads.split(",") if w],
+        backends=[b for b in args.backends.split(",") if b])
     return 0
 
 

@@ -6,7 +6,8 @@
     kiln bench [SUITE ...] [--quick] [--list]                        # the benchmark suites
     kiln model resnet18 [-o resnet18.onnx] [--hw 224]                # write a test model
     kiln tune model.onnx --budget 10m --log tune.json [--trials N] [--tuner xgb|ga|random]
-              [--history OLD.json]
+              [--history OLD.json] [--dask tcp://scheduler:8786 [--dask-resource device:cpu]]
+    kiln spacetime script.py:function [--shape N=64 ...] [--out fig.png]  # memory accesses
     kiln demo | kiln version
 
 A mistake of the user's (missing file, not an ONNX model, malformed model, unknown input
@@ -19,6 +20,7 @@ package beside ``kiln/``). See docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -340,12 +342,27 @@ def cmd_bench_model(args) -> int:
     return 0 if res["ok"] else 1
 
 
+def _dask_client(address: str | None):
+    """A ``distributed.Client`` of the Dask scheduler at ``address`` (a context manager;
+    ``nullcontext(None)`` for None); CliError when nothing answers within 10 s."""
+    if address is None:
+        return contextlib.nullcontext(None)
+    import distributed
+
+    try:
+        return distributed.Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as e:
+        raise CliError(f"--dask {address}: cannot connect to the Dask scheduler "
+                       f"({_one_line(e)})") from None
+
+
 def cmd_tune(args) -> int:
     """``kiln tune model.onnx --budget 10m --log tune.json``: tune the model's kernels within
     the budget (kiln/autotvm/graph_tuning.py), then compile it untuned and with the log and
     compare both with onnxruntime."""
     from kiln import autotvm, relay
     from kiln.autotvm import graph_tuning
+    from kiln.autotvm.measure.dask import require_distributed
     from kiln.errors import TVMError
     from kiln.relay.testing import compare
 
@@ -364,6 +381,11 @@ def cmd_tune(args) -> int:
         raise CliError(f"--log {args.log}: folder {log.parent} does not exist")
     if args.min_seed_records < 1:
         raise CliError(f"--min-seed-records {args.min_seed_records}: must be at least 1")
+    if args.dask is not None:
+        try:
+            require_distributed()
+        except ImportError as e:
+            raise CliError(f"--dask: {e}") from None
     history = []
     for h in args.history or ():
         if not Path(h).is_file():
@@ -387,12 +409,17 @@ def cmd_tune(args) -> int:
     print(f"{args.model}: {len(tasks)} tuning tasks for {kernels} kernels; budget "
           f"{budget:.0f} s, {args.tuner} tuner, up to {args.trials} trials per task; "
           f"{threads} threads; log {log}{' (appending)' if log.exists() else ''}"
-          + (f"; {len(history)} history records" if args.history else ""))
+          + (f"; {len(history)} history records" if args.history else "")
+          + (f"; measuring on the Dask cluster at {args.dask} ({args.dask_resource})"
+             if args.dask else ""))
     best = log.with_name(f"{log.stem}.best{log.suffix or '.json'}")
     start = time.monotonic()
-    graph_tuning.tune_tasks(tasks, str(log), budget, tuner=args.tuner, n_trial=args.trials,
-                            early_stopping=args.early_stopping, best_file=str(best),
-                            history=history or None, min_seed_records=args.min_seed_records)
+    with _dask_client(args.dask) as client:
+        option = graph_tuning.default_measure_option(client, args.dask_resource)
+        graph_tuning.tune_tasks(tasks, str(log), budget, option=option, tuner=args.tuner,
+                                n_trial=args.trials, early_stopping=args.early_stopping,
+                                best_file=str(best), history=history or None,
+                                min_seed_records=args.min_seed_records)
     print(f"tuning took {time.monotonic() - start:.0f} s; every trial in {log}, the verified "
           f"best config of each task in {best}")
     untuned = compile_model(model, shapes, args.opt_level, args.model)
@@ -551,16 +578,50 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--min-seed-records", type=int, default=500, metavar="N",
                     help="records of a template the xgb model needs from --history before "
                          "it trains on them (default 500, as in TVM)")
+    tu.add_argument("--dask", metavar="ADDRESS",
+                    help="build and measure on the Dask cluster whose scheduler listens at "
+                         "ADDRESS, e.g. tcp://scheduler:8786 (needs kiln[dask])")
+    tu.add_argument("--dask-resource", default="device:cpu", metavar="NAME",
+                    help="the Dask worker resource of a measuring device (default "
+                         "device:cpu: workers started with --resources device:cpu=1)")
     shape_opts(tu)
     threads_opt(tu)
+
+    sp = sub.add_parser("spacetime", help="trace a schedule's memory accesses: space-time "
+                                          "diagram, cache misses, GPU coalescing")
+    sp.add_argument("function", help="script.py:function returning (schedule, args)")
+    sp.add_argument("--shape", action="append", metavar="NAME=N",
+                    help="an argument of the function or a symbolic dimension (repeatable)")
+    sp.add_argument("--out", help="write the diagram here (.png, .svg, .pdf)")
+    sp.add_argument("--color", choices=("access", "thread"), default="access",
+                    help="colour dots by read/write (default) or by thread")
+    sp.add_argument("--window", nargs=2, type=int, metavar=("START", "STOP"),
+                    help="only the steps START..STOP-1")
+    sp.add_argument("--sample", type=int, default=1, help="keep every N-th step")
+    threads_opt(sp)
 
     sub.add_parser("demo", help="the demo: a vector add, then ResNet-18 vs onnxruntime")
     sub.add_parser("version", help="print kiln's version")
     return p
 
 
+def cmd_spacetime(args) -> int:
+    from kiln.contrib.spacetime import command
+
+    try:
+        text = command.run(args.function, args.shape, args.out, color=args.color,
+                           threads=args.threads, sample=args.sample,
+                           window=tuple(args.window) if args.window else None)
+    except (ValueError, ImportError) as e:
+        raise CliError(_one_line(e)) from None
+    print(text)
+    if args.out:
+        print(f"diagram written to {args.out}")
+    return 0
+
+
 COMMANDS = {"compile": cmd_compile, "run": cmd_run, "bench": cmd_bench_model,
-            "model": cmd_model, "tune": cmd_tune}
+            "model": cmd_model, "tune": cmd_tune, "spacetime": cmd_spacetime}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,8 @@ the two outputs are compared when both accept. Outcomes (:data:`OUTCOMES`):
 * **accepts invalid**: kiln runs a model onnxruntime rejects; **wrong result**: both run it and
   the outputs differ (shapes, dtypes, infinities or values beyond 1e-4 of max|ref|);
   **NaN differs**: they differ only where a NaN is, or on a mutant fed NaNs (operators'
-  NaN semantics differ: kiln's Relu maps a NaN to 0, onnxruntime's keeps it);
+  NaN semantics may differ: onnxruntime's MaxPool skips a NaN, kiln's keeps or drops it by
+  its place in the window);
 * **out of memory**: kiln's ``MemoryError`` on a model onnxruntime could not allocate either.
 
 ``tests/relay/test_onnx_fuzz.py`` runs a bounded version in process (:func:`check`).

@@ -4,16 +4,19 @@
 #   tests   the tests marked gpu (pytest -m gpu)
 #   bench   python -m benchmarks gpu (kiln's CUDA kernels against PyTorch, TF32 off)
 #   models  python -m benchmarks gpu_models (relay.build for cuda against PyTorch eager)
+#   tuning  python -m benchmarks gpu_tuning (AutoTVM's CUDA templates: fallback vs tuned)
+#   sweep   python -m benchmarks gpu_sweep (candidate schedules of SGEMM and depthwise)
+#   recheck the tests that failed on the first GPU machine (GCC 13, onnxruntime 1.30, ASan)
 #   suite   the whole suite without the gpu tests, on most of the machine's cores
 # Usage: bash scripts/gpu_check.sh OUTDIR [STEP ...]     (default: every step)
-# Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, SUITE_S.
+# Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, TUNING_S, SWEEP_S, RECHECK_S, SUITE_S.
 # Uses the python3 on PATH (or $PY) with kiln from this checkout on PYTHONPATH, so it runs on a
 # machine that has numpy, pytest, cuda-bindings and PyTorch but no network to install kiln.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-results/gpu}
 shift || true
-steps=${*:-facts tests bench models suite}
+steps=${*:-facts tests bench models tuning sweep suite}
 mkdir -p "$out"
 PY=${PY:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -43,6 +46,11 @@ print(c.nvrtc_version(), c.device_arch(0), c.device_attributes(0))'" ;;
       -rfEs "${xdist[@]}" ;;
     bench) step bench "${BENCH_S:-180}" "$PY" -m benchmarks gpu --out "$out" ;;
     models) step models "${MODELS_S:-180}" "$PY" -m benchmarks gpu_models --out "$out" ;;
+    tuning) step tuning "${TUNING_S:-180}" "$PY" -m benchmarks gpu_tuning --out "$out" ;;
+    sweep) step sweep "${SWEEP_S:-120}" "$PY" -m benchmarks gpu_sweep --out "$out" ;;
+    recheck) step recheck "${RECHECK_S:-120}" "$PY" -m pytest -p no:cacheprovider -q -rfE \
+      "${xdist[@]}" tests/runtime/test_compiler_workarounds.py tests/relay/test_onnx_ops.py \
+      tests/autotvm/test_relay_integration.py "tests/reliability/test_sanitize.py" ;;
     suite) step suite "${SUITE_S:-240}" "$PY" -m pytest -m "not gpu" -p no:cacheprovider -v \
       --tb=short -rfE \
       "${xdist[@]}" ;;

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("arith",),
     ("tir",),
     ("te",),
+    ("cost",),
     ("codegen",),
     ("driver",),
     ("autotvm",),

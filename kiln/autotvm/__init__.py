@@ -22,9 +22,11 @@ Write a template, make a task, tune it, then compile with the best config found:
 See docs/autotvm.md for what is and is not implemented.
 """
 
-from . import feature, measure, record, task, tuner
+from . import feature, fused_loop, measure, record, task, tuner
 from .graph_tuning import tune_graph, tune_tasks
 from .measure import (
+    DaskBuilder,
+    DaskRunner,
     LocalBuilder,
     LocalRunner,
     MeasureErrorNo,
@@ -44,8 +46,9 @@ from .task import (
 from .task.dispatcher import apply_history_best
 from .tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner, callback
 
-__all__ = ["feature", "measure", "record", "task", "tuner", "callback", "LocalBuilder",
-           "LocalRunner", "RPCRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult",
+__all__ = ["feature", "fused_loop", "measure", "record", "task", "tuner", "callback",
+           "LocalBuilder", "LocalRunner", "RPCRunner", "DaskBuilder", "DaskRunner",
+           "MeasureErrorNo", "MeasureInput", "MeasureResult",
            "measure_option", "ApplyConfig", "ApplyHistoryBest", "DispatchContext",
            "FallbackContext", "get_config", "template", "apply_history_best", "GATuner",
            "GridSearchTuner", "RandomTuner", "XGBTuner",

@@ -27,14 +27,22 @@ import sys
 import time
 
 from . import record
-from .measure import LocalBuilder, LocalRunner, MeasureInput, MeasureResult, measure_option
+from .measure import (
+    DaskBuilder,
+    DaskRunner,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    MeasureResult,
+    measure_option,
+)
 from .measure.measure import create_measure_batch
 from .task.relay_integration import extract_from_program
 from .task.space import FallbackConfigEntity
 from .tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner, callback
 from .tuner.transfer import load_records
 
-__all__ = ["parse_budget", "budget_weights", "hand_config_index", "make_tuner",
+__all__ = ["parse_budget", "budget_weights", "hand_config_index", "measure_first", "make_tuner",
            "verify_best", "tune_tasks", "tune_graph", "TUNERS"]
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -104,8 +112,9 @@ def make_tuner(kind: str, task, seed: int = 0, n_trial: int = 64):
     raise ValueError(f"unknown tuner {kind!r}; use one of {', '.join(TUNERS)}")
 
 
-def _measure_first(tuner, index: int) -> None:
-    """Make ``tuner``'s first batch start with config ``index`` (the hand schedule)."""
+def measure_first(tuner, index: int) -> None:
+    """Make ``tuner``'s first batch start with config ``index`` (the hand schedule), so the
+    best record of a tuning run is never slower than the untuned schedule."""
     original = tuner.next_batch
 
     def first_batch(batch_size: int) -> list:
@@ -162,10 +171,15 @@ def verify_best(task, candidates, option, rounds: int = 3, log_file=None):
     return (MeasureInput(task.target, task, task.config_space.get(win)), res), med
 
 
-def default_measure_option():
-    """Builds on every core, each candidate timed as 3 repeats of at least 20 ms."""
-    return measure_option(builder=LocalBuilder(timeout=60),
-                          runner=LocalRunner(timeout=30, number=2, repeat=3, min_repeat_ms=20))
+def default_measure_option(dask_client=None, resource: str = "device:cpu"):
+    """Builds on every core, each candidate timed as 3 repeats of at least 20 ms; with a
+    ``distributed.Client``, builds on every worker of its Dask cluster and timings on the
+    workers holding ``resource`` (kiln/autotvm/measure/dask.py)."""
+    timing = dict(timeout=30, number=2, repeat=3, min_repeat_ms=20)
+    if dask_client is None:
+        return measure_option(builder=LocalBuilder(timeout=60), runner=LocalRunner(**timing))
+    return measure_option(builder=DaskBuilder(dask_client, timeout=60),
+                          runner=DaskRunner(dask_client, resource=resource, **timing))
 
 
 def describe_task(task) -> str:
@@ -248,7 +262,7 @@ def tune_tasks(tasks, log_file, budget_s: float, option=None, tuner: str = "xgb"
                          if getattr(t, "history_fitted", False) else "") + "\n")
         hand = hand_config_index(task)
         if hand is not None:
-            _measure_first(t, hand)
+            measure_first(t, hand)
         trials = min(n_trial, len(task.config_space))
         measured: dict[int, float] = {}
         search_end = now + (share * 0.8 if verify_top > 0 else share)

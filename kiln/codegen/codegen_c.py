@@ -6,11 +6,13 @@ scalars (the loop program), and the exported packed entry ``<name>`` that checks
 binds symbolic shape variables, and calls the compute function. Parallel loops become OpenMP
 ``parallel for``; vector expressions (ramp / broadcast) use GCC vector extensions; unrolled
 loops carry ``#pragma GCC unroll``. Calls out of the compiled code (``tvm_call_packed``,
-``call_extern``, ``pragma_import_c``) are rendered by ``c_packed_call``.
+``call_extern``, ``pragma_import_c``) are rendered by ``c_packed_call``; a buffer's
+``access_ptr`` (``tvm_access_ptr``) is the address ``((float*)A + offset)``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from kiln.errors import ScheduleError
@@ -18,8 +20,9 @@ from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
 from kiln.tir.instrument_bound_checkers import CHECK_INDEX
-from kiln.tir.op import EXTERN_CALL, PACKED_CALL, STACK_ARRAY, STACK_SHAPE
+from kiln.tir.op import EXTERN_CALL, PACKED_CALL, PURE_EXTERN_CALL, STACK_ARRAY, STACK_SHAPE
 
+from .c_alloc import write_heap_allocate
 from .c_bound_check import render_check_index
 from .c_packed_call import IMPORT_C, extern_call_text, nested_call_error, write_packed_call
 from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
@@ -91,6 +94,8 @@ class CSourceWriter:
         self.lines: list[str] = []
         self.indent = 1
         self.in_parallel = 0
+        # whether the function allocates on the heap (it then needs c_alloc's record)
+        self.heap_allocates = False
         self.var_types: dict[E.Var, str] = {}
         self.tmp = 0
         # (mask variable, negated) while emitting a branch under a lane condition
@@ -360,12 +365,14 @@ class CSourceWriter:
 
     def e_Call(self, e: E.Call) -> str:
         op, args = e.op, e.args
-        if op == EXTERN_CALL:
+        if op in (EXTERN_CALL, PURE_EXTERN_CALL):
             return extern_call_text(self, e)
         if op in (PACKED_CALL, STACK_ARRAY, STACK_SHAPE):
             raise nested_call_error(e)
         if op == CHECK_INDEX:
             return render_check_index(e, self)
+        if op == S.ACCESS_PTR:
+            return self._access_ptr(e)
         if op == "tvm_if_then_else" and dt.lanes(args[0].dtype) > 1:
             return self._masked_if_then_else(e)
         if dt.lanes(e.dtype) > 1 and op not in ("likely", "tvm_if_then_else"):
@@ -391,6 +398,12 @@ class CSourceWriter:
         if op in _MATH:
             return self._math(op, e.dtype, [self.expr(a) for a in args])
         raise NotImplementedError(f"C codegen: intrinsic '{op}' is not supported")
+
+    def _access_ptr(self, e: E.Call) -> str:
+        """``tvm_access_ptr(type_annotation(), data, offset, extent, mask)`` (a buffer's
+        ``access_ptr``): the address of element ``offset``, ``((float*)A + offset)``."""
+        annotation, data, offset = e.args[:3]
+        return f"(({self.type_of(annotation.dtype)}*){self.expr(data)} + {self.expr(offset)})"
 
     def _math(self, op: str, dtype: str, args: list[str]) -> str:
         if dtype == "float64":
@@ -502,20 +515,14 @@ class CSourceWriter:
         self.emit("}")
 
     def _allocate(self, s: S.Allocate):
-        name = self.names.get(s.buffer_var)
-        ct = c_scalar(s.dtype)
-        size_expr = s.extents[0]
-        for x in s.extents[1:]:
-            size_expr = size_expr * x
         itemsize = dt.itemsize(dt.element_of(s.dtype))
-        if isinstance(size_expr, E.IntImm) and size_expr.value * itemsize <= _STACK_LIMIT_BYTES:
-            self.emit(f"{ct} {name}[{max(1, size_expr.value)}] __attribute__((aligned(64)));")
-            self.stmt(s.body)
-            return
-        size = self.expr(size_expr)
-        self.emit(f"{ct}* {name} = ({ct}*)kiln_alloc((size_t)({size}) * {itemsize});")
-        if not self.in_parallel:
-            self.emit(f"if ({name} == NULL) {{ kiln_set_error(\"out of memory allocating "
-                      f"{s.buffer_var.name}\"); return -1; }}")
-        self.stmt(s.body)
-        self.emit(f"free({name});")
+        if all(isinstance(x, E.IntImm) for x in s.extents):
+            count = math.prod(x.value for x in s.extents)
+            if count * itemsize <= _STACK_LIMIT_BYTES:
+                name, ct = self.names.get(s.buffer_var), c_scalar(s.dtype)
+                self.emit(f"{ct} {name}[{max(1, count)}] __attribute__((aligned(64)));")
+                self.stmt(s.body)
+                return
+        # the element count in int64: a product of int32 extents may overflow int32
+        count_text = " * ".join(f"(int64_t)({self.expr(x)})" for x in s.extents)
+        write_heap_allocate(self, s, count_text, itemsize)

@@ -38,19 +38,29 @@ class CUDABackend(Backend):
         """A :class:`kiln.runtime.cuda_driver.CUDAModule` of the host functions and kernels."""
         from kiln.runtime import cuda_driver as rt
 
-        kernels = [k for sp in funcs for k in sp.kernels]
         if self.compile_now:
             arch = _build_arch(target, rt)
             image = rt.compile_cuda(source, arch)
         else:
             arch, image = target.attrs.get("arch", DEFAULT_ARCH), None
-        params = {k.name: [p.dtype if p.kind == "scalar" else "handle" for p in k.params]
-                  for k in kernels}
-        device_mod = rt.CUDADeviceModule(source, params, arch, image)
-        functions = {sp.func.name: HostFunction(sp, device_mod) for sp in funcs}
-        host_text = "\n\n".join(host_source(sp) for sp in funcs)
-        return rt.CUDAModule(functions, funcs[0].func.name if funcs else None, device_mod,
-                             host_text, target.text)
+        return cuda_module(funcs, source, target.text, arch, image)
+
+
+def cuda_module(funcs: list[SplitFunc], source: str, target_text: str, arch: str,
+                image: bytes | None) -> Any:
+    """The :class:`kiln.runtime.cuda_driver.CUDAModule` of split functions and their CUDA
+    ``source`` (``image``: its cubin for ``arch``, or None to compile at the first launch);
+    also how a saved build is loaded back (AutoTVM's measurement of CUDA candidates)."""
+    from kiln.runtime import cuda_driver as rt
+
+    kernels = [k for sp in funcs for k in sp.kernels]
+    params = {k.name: [p.dtype if p.kind == "scalar" else "handle" for p in k.params]
+              for k in kernels}
+    device_mod = rt.CUDADeviceModule(source, params, arch, image)
+    functions = {sp.func.name: HostFunction(sp, device_mod) for sp in funcs}
+    host_text = "\n\n".join(host_source(sp) for sp in funcs)
+    return rt.CUDAModule(functions, funcs[0].func.name if funcs else None, device_mod,
+                         host_text, target_text)
 
 
 def _build_arch(tgt: Target, rt) -> str:

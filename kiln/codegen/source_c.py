@@ -8,18 +8,12 @@ from kiln.ir import expr as E
 from kiln.ir.stmt import PrimFunc
 from kiln.runtime.compiler import runtime_header
 
+from . import c_alloc
 from .c_bound_check import epilogue, has_bound_checks, prologue
 from .c_entry import write_entry
 from .c_packed_call import PACKED_CALLS_DEFINE, uses_packed_calls
 from .c_types import c_scalar
 from .codegen_c import CSourceWriter, _Names
-
-_ALLOC = """
-static inline void* kiln_alloc(size_t nbytes) {
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  return aligned_alloc(64, rounded ? rounded : 64);
-}
-"""
 
 
 def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> str:
@@ -49,9 +43,12 @@ def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> st
         call.append(names.get(v))
     write_entry(func, names, entry_w, compute_name, call)
     checked = has_bound_checks(func.body)
+    allocates = body_w.heap_allocates
     out = [f"static int32_t {compute_name}({', '.join(sig) or 'void'}) {{"]
+    out += [c_alloc.prologue()] if allocates else []
     out += [prologue()] if checked else []
     out += body_w.lines
+    out += [c_alloc.epilogue()] if allocates else []
     out += [epilogue(func.name)] if checked else []
     out.append("  return 0;")
     out.append("}")
@@ -71,7 +68,7 @@ def generate_c(funcs: list[PrimFunc], target: str, entry: str) -> str:
     info = json.dumps({"functions": [f.name for f in funcs], "entry": entry,
                        "target": target})
     parts = [PACKED_CALLS_DEFINE] if uses_packed_calls(funcs) else []
-    parts += [runtime_header(), _ALLOC]
+    parts += [runtime_header(), c_alloc.ALLOC]
     parts += sorted(typedefs)
     parts += list(helpers.values())
     parts += bodies

@@ -7,8 +7,8 @@ attribute access) imports that module on first use.
 
 import importlib
 
-_SUBMODULES = {"cc", "clang", "d2ltvm", "download", "graph_executor", "graph_runtime", "nvcc",
-               "utils", "util"}
+_SUBMODULES = {"cblas", "cc", "clang", "cublas", "cudnn", "d2ltvm", "download",
+               "graph_executor", "graph_runtime", "mkl", "nvcc", "spacetime", "utils", "util"}
 
 
 def __getattr__(name):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kiln.arith import Analyzer, simplify_stmt
+from kiln.cost.tail_choice import auto_splits, choose_tails
 from kiln.errors import TVMError
 from kiln.ir.printer import to_text
 from kiln.ir.stmt import IRModule, PrimFunc, Stmt
@@ -32,6 +33,7 @@ from kiln.te.bound import infer_bound
 from kiln.te.inline import effective_bodies
 from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
+from kiln.te.tensorize import tensorize_stages
 from kiln.tir.inject_virtual_thread import inject_virtual_thread
 from kiln.tir.instrument_bound_checkers import instrument_bound_checkers
 from kiln.tir.loop_partition import loop_partition, partition_const_loop_option
@@ -66,6 +68,7 @@ class ScheduleLowering:
     analyzer: Analyzer
     bodies: dict | None = None
     ranges: dict | None = None
+    tensorized: dict | None = None  # Operation -> kiln.te.tensorize.TensorizedNest
     body: Stmt | None = None
 
     def with_body(self, body: Stmt) -> ScheduleLowering:
@@ -87,11 +90,29 @@ def _infer_bound(st: ScheduleLowering) -> ScheduleLowering:
     return replace(st, ranges=infer_bound(st.schedule, st.bodies, st.analyzer))
 
 
+def _tensorize(st: ScheduleLowering) -> ScheduleLowering:
+    """Each tensorized stage's body matched against its tensor intrinsic (a TVMError names
+    the first difference), and the intrinsic's statements planned with their buffers bound
+    to the regions they cover."""
+    return replace(st, tensorized=tensorize_stages(st.schedule, st.bodies, st.ranges))
+
+
+def _choose_tails(st: ScheduleLowering) -> ScheduleLowering:
+    """Each ``split(..., tail="auto")`` given the tail strategy that the cost model predicts
+    fastest, the function lowered once per candidate."""
+    if auto_splits(st.schedule):
+        def lower_with() -> Stmt:
+            return run_phases(LOWER_PHASES[1:], _schedule_ops(st)).body
+
+        choose_tails(st.schedule, lower_with, {t.op for t in st.tensor_buffers})
+    return st
+
+
 def _schedule_ops(st: ScheduleLowering) -> ScheduleLowering:
     """One loop nest per stage, placed at its attachment point: ``produce X { ... }``,
     realize regions, boundary guards."""
     body = schedule_to_stmt(st.schedule, st.bodies, st.ranges, set(st.tensor_buffers),
-                            st.analyzer)
+                            st.analyzer, st.tensorized)
     return replace(st, body=body)
 
 
@@ -161,6 +182,8 @@ LOWER_PHASES: tuple[Phase, ...] = (
     Phase("schedule", "te.Schedule → loop nest over tensors", (
         Pass("inline", _inline, module="kiln.te.inline"),
         Pass("infer_bound", _infer_bound, module="kiln.te.bound"),
+        Pass("tensorize", _tensorize, module="kiln.te.tensorize"),
+        Pass("choose_tails", _choose_tails, module="kiln.cost.tail_choice"),
         Pass("schedule_ops", _schedule_ops, module="kiln.te.schedule_ops"),
         _body("unify_thread_extents", unify_thread_extents),
     ), number=0),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 from . import dtype as dt
-from .expr import Node, PrimExpr, Var
+from .expr import Call, IntImm, Load, Node, PrimExpr, Ramp, Var
 from .op import convert
 
 
@@ -157,6 +157,21 @@ def is_no_op(s: Stmt) -> bool:
     return isinstance(s, Evaluate) and isinstance(s.value, IntImm)
 
 
+def stmt_seq(*args) -> Stmt:
+    """``tvm.tir.stmt_seq``: the arguments in order as one statement (an expression becomes
+    ``Evaluate``); a single statement is returned as it is. Unlike ``seq``, nothing is
+    flattened or dropped."""
+    stmts = [a if isinstance(a, Stmt) else Evaluate(a) for a in args]
+    return stmts[0] if len(stmts) == 1 else SeqStmt(stmts)
+
+
+def stmt_list(stmt: Stmt) -> list[Stmt]:
+    """``tvm.tir.stmt_list``: the statements of ``stmt``, nested ``SeqStmt`` flattened."""
+    if isinstance(stmt, SeqStmt):
+        return [s for part in stmt.seq for s in stmt_list(part)]
+    return [stmt]
+
+
 #: ``data_alignment`` of a buffer that does not say (TVM's ``runtime::kAllocAlignment``)
 DEFAULT_ALIGNMENT = 64
 
@@ -207,6 +222,101 @@ class Buffer(Node):
         for e in (*self.shape, *self.strides, *offset):
             out.extend(v for v in collect_vars(e) if v not in out)
         return out
+
+    # ---- element access (TVM's Buffer.access_ptr / vload / vstore / offset_of) -------------
+    #: bits of an ``access_ptr`` mask
+    READ = 1
+    WRITE = 2
+
+    def offset_of(self, indices) -> PrimExpr:
+        """The element offset of ``indices`` from ``data``: ``elem_offset + sum(index *
+        stride)`` with the declared strides, else row-major over the shape (TVM's
+        ``Buffer.offset_of``, one expression as in TVM 0.8)."""
+        indices = [convert(i) for i in (indices if isinstance(indices, list | tuple)
+                                        else [indices])]
+        if len(indices) != max(len(self.shape), 1):
+            raise ValueError(f"buffer {self.name}: {len(indices)} indices for a "
+                             f"{len(self.shape)}-d buffer")
+        if self.strides:
+            flat: PrimExpr | None = None
+            for index, stride in zip(indices, self.strides, strict=True):
+                flat = index * stride if flat is None else flat + index * stride
+        else:
+            flat = indices[0]
+            for index, extent in zip(indices[1:], self.shape[1:], strict=True):
+                flat = flat * extent + index
+        return flat if self.elem_offset is None else self.elem_offset + flat
+
+    def vload(self, begin, dtype: str | None = None) -> PrimExpr:
+        """Load ``dtype`` (the buffer's dtype, or a vector of it) starting at index ``begin``:
+        ``data[offset_of(begin)]``, a ``ramp`` of consecutive elements for a vector."""
+        dtype = dt.normalize(dtype or self.dtype)
+        self._check_element(dtype, "vload")
+        return Load(dtype, self.data, self._vector_index(begin, dtype))
+
+    def vstore(self, begin, value) -> Stmt:
+        """Store ``value`` (a scalar or a vector of the buffer's dtype) from index ``begin``."""
+        value = convert(value)
+        self._check_element(value.dtype, "vstore")
+        return Store(self.data, value, self._vector_index(begin, value.dtype))
+
+    def access_ptr(self, access_mask, ptr_type: str = "handle", content_lanes: int = 1,
+                   offset=0, extent=None) -> PrimExpr:
+        """A pointer to the buffer's memory from element ``offset`` for a call out of the
+        generated code: ``tvm_access_ptr(type_annotation(), data, elem_offset + offset,
+        extent, mask)``, as in TVM. ``access_mask`` is ``"r"``, ``"w"``, ``"rw"`` or the bits
+        ``Buffer.READ | Buffer.WRITE``; ``extent`` (elements) defaults to the rest of the
+        buffer; ``content_lanes`` counts offset and extent in vectors of that many lanes."""
+        mask = _access_mask(access_mask, self.name)
+        offset = convert(offset)
+        if extent is None:
+            size = self.strides[0] * self.shape[0] if self.strides and self.shape else \
+                _product(self.shape)
+            extent = size - offset
+        start = offset if self.elem_offset is None else self.elem_offset + offset
+        element = self.dtype
+        if content_lanes > 1:
+            element = dt.with_lanes(self.dtype, content_lanes)
+            start, extent = start // content_lanes, convert(extent) // content_lanes
+        annotation = Call(element, TYPE_ANNOTATION, [])
+        return Call(dt.normalize(ptr_type), ACCESS_PTR,
+                    [annotation, self.data, start, convert(extent), IntImm("int32", mask)])
+
+    def _check_element(self, dtype: str, what: str) -> None:
+        if dt.element_of(dtype) != dt.element_of(self.dtype):
+            raise TypeError(f"buffer {self.name}: cannot {what} {dtype} from a buffer of "
+                            f"{self.dtype}")
+
+    def _vector_index(self, begin, dtype: str) -> PrimExpr:
+        index = self.offset_of(begin)
+        lanes = dt.lanes(dtype)
+        return index if lanes == 1 else Ramp(index, IntImm(index.dtype, 1), lanes)
+
+
+#: ``tvm_access_ptr(type_annotation(), data, offset, extent, mask)``: a buffer's address
+ACCESS_PTR = "tvm_access_ptr"
+#: ``type_annotation()`` of dtype T: the element type an ``ACCESS_PTR`` points to
+TYPE_ANNOTATION = "type_annotation"
+
+
+def _access_mask(mask, name: str) -> int:
+    """``"r"``/``"w"``/``"rw"`` (or the int bits) as ``Buffer.READ | Buffer.WRITE``."""
+    if isinstance(mask, int):
+        return mask
+    bits = 0
+    for c in str(mask):
+        if c not in "rw":
+            raise ValueError(f"buffer {name}: access_ptr mask must be made of 'r' and 'w', "
+                             f"got {mask!r}")
+        bits |= Buffer.READ if c == "r" else Buffer.WRITE
+    return bits
+
+
+def _product(values) -> PrimExpr:
+    out: PrimExpr = convert(1)
+    for v in values:
+        out = out * v
+    return out
 
 
 def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data: Var | None = None,

@@ -1,7 +1,11 @@
 """``relay.build``: graph passes (:func:`optimize_and_fuse`, the front half, which
 ``autotvm.task.extract_from_program`` shares), one kernel per fused group (its compute and
 schedule chosen by the op strategy, :mod:`.strategy`), all kernels compiled into one
-library, and a static execution plan for the graph executor."""
+library, and a static execution plan for the graph executor.
+
+Targets: a CPU (``llvm``, ``c``: one C library) or an NVIDIA GPU (``cuda``: the kernels'
+CUDA C compiled by NVRTC in one device module, their host side run by kiln's CUDA runtime;
+the graph's tensors then live on the GPU)."""
 
 from __future__ import annotations
 
@@ -39,13 +43,15 @@ def optimize(mod, params=None, opt_level: int = 3) -> Graph:
 def optimize_and_fuse(mod, params, target: Target) -> tuple[Graph, list[T.Group]]:
     """The front half of ``relay.build``, under the current ``PassContext``: the graph passes
     (:func:`optimize`), the layout pass at ``opt_level`` 3 (unless ``AlterOpLayout`` is
-    disabled) and fusion (none at ``opt_level`` 0), the layout pass sizing its blocks by
-    ``target``'s vectors. Returns the optimized graph and its fused groups in run order:
-    one group per kernel ``relay.build`` compiles."""
+    disabled; CPU targets only: GPU kernels keep the NCHW layout) and fusion (none at
+    ``opt_level`` 0), the layout pass sizing its blocks by ``target``'s vectors. Returns the
+    optimized graph and its fused groups in run order: one group per kernel ``relay.build``
+    compiles."""
     ctx = PassContext.current()
     g = optimize(mod, params, ctx.opt_level)
     with target:
-        if ctx.opt_level >= 3 and "AlterOpLayout" not in ctx.disabled_pass:
+        if (target.is_cpu and ctx.opt_level >= 3
+                and "AlterOpLayout" not in ctx.disabled_pass):
             g = alter_op_layout(g)
         return g, T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
 
@@ -58,21 +64,21 @@ def _kernel_name(k: int, group: T.Group) -> str:
 
 def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "default",
           verbose: bool = False):
-    """Compile ``mod`` (from a frontend) to a factory module: ``lib["default"](dev)`` gives a
-    graph executor module."""
+    """Compile ``mod`` (from a frontend) for ``target`` (``"llvm"``, ``"c"``, ``"cuda"``...)
+    to a factory module: ``lib["default"](dev)`` gives a graph executor module on ``dev``
+    (``kiln.cpu(0)``, or ``kiln.cuda(0)`` for a GPU target)."""
     t0 = time.perf_counter()
     tgt = Target(target if target is not None else "llvm")
-    if not tgt.is_cpu:
-        raise NotImplementedError("relay.build: only CPU targets (llvm/c) are supported yet")
     g, groups = optimize_and_fuse(mod, params, tgt)
-    with tgt:  # the schedules size their blocks by the target CPU's vectors
+    with tgt:  # the schedules size their blocks by the target's vectors or threads
         impls = [select_implementation(grp, _kernel_name(k, grp), tgt)
                  for k, grp in enumerate(groups)]
     assign, sizes, naive = T.plan_memory(groups, g)
     funcs = {impl.func.name: impl.func for impl in impls}
     lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
     kernels = [(impl.func.name, impl.inputs, impl.group.output) for impl in impls]
-    plan, consts = execution_plan(g, kernels, assign, sizes, mod_name)
+    plan, consts = execution_plan(g, kernels, assign, sizes, mod_name,
+                                  "cpu" if tgt.is_cpu else "cuda")
     factory = GraphExecutorFactoryModule(plan, lib, consts)
     factory.summary = _summary(impls, sizes, naive, g)
     factory.build_seconds = time.perf_counter() - t0

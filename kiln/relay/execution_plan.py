@@ -15,11 +15,13 @@ from .graph import Graph, Node
 
 
 def execution_plan(g: Graph, kernels: list[tuple[str, list[Node], Node]],
-                   assign: dict[int, int], sizes: list[int],
-                   mod_name: str = "default") -> tuple[dict, dict[str, np.ndarray]]:
+                   assign: dict[int, int], sizes: list[int], mod_name: str = "default",
+                   device: str = "cpu") -> tuple[dict, dict[str, np.ndarray]]:
     """``(plan, consts)`` for ``g``: ``kernels`` are ``(function name, external inputs,
     output)`` in run order, ``assign`` maps a node's uid to its storage, ``sizes`` are the
-    storages' byte sizes; ``consts`` holds the constants the plan names."""
+    storages' byte sizes, ``device`` the kind of device the kernels run on (``"cpu"`` or
+    ``"cuda"``: every tensor of the plan lives there); ``consts`` holds the constants the
+    plan names."""
     tid: dict[int, int] = {}
     tensors: list[dict] = []
     consts: dict[str, np.ndarray] = {}
@@ -46,5 +48,5 @@ def execution_plan(g: Graph, kernels: list[tuple[str, list[Node], Node]],
              for name, ext, out in kernels]
     outputs = [tensor(o) for o in g.outputs]
     plan = {"tensors": tensors, "steps": steps, "outputs": outputs, "storages": sizes,
-            "inputs": [i.name for i in g.inputs], "mod_name": mod_name}
+            "inputs": [i.name for i in g.inputs], "mod_name": mod_name, "device": device}
     return plan, consts

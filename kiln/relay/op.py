@@ -16,14 +16,19 @@ PATTERN_NAMES = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduction",
                  4: "complex-out-fusable", 7: "opaque"}
 
 
-def _conv2d(ts, a):
+def conv2d(ts, a, conv2d_nchw=topi.nn.conv2d_nchw,
+           depthwise_conv2d_nchw=topi.nn.depthwise_conv2d_nchw):
+    """The ``conv2d`` operator (plain, depthwise or grouped, then the bias add): the plain and
+    depthwise convolutions are computed by the given topi computes (TVM's signature
+    ``(data, kernel, strides, padding, dilation, out_dtype)``), topi.nn's by default; the op
+    strategy passes a target's own (``topi.cuda.conv2d_nchw``)."""
     x, w = ts[0], ts[1]
     groups = a.get("groups", 1)
     pad = tuple(a["padding"])
     if groups == 1:
-        out = topi.nn.conv2d_nchw(x, w, a["strides"], pad, a["dilation"])
+        out = conv2d_nchw(x, w, a["strides"], pad, a["dilation"], x.dtype)
     elif a.get("depthwise_layout"):  # weight already reshaped to [C, M, KH, KW]
-        out = topi.nn.depthwise_conv2d_nchw(x, w, a["strides"], pad, a["dilation"])
+        out = depthwise_conv2d_nchw(x, w, a["strides"], pad, a["dilation"], x.dtype)
     else:
         out = topi.nn.group_conv2d_nchw(x, w, a["strides"], pad, a["dilation"], groups)
     if len(ts) > 2:
@@ -43,8 +48,10 @@ def _bias_add(ts, a):
     return te.compute(x.shape, f, name="T_bias_add", tag="broadcast")
 
 
-def _dense(ts, a):
-    return topi.nn.dense(ts[0], ts[1], ts[2] if len(ts) > 2 else None)
+def dense(ts, a, dense_compute=topi.nn.dense):
+    """The ``dense`` operator with its optional bias, computed by ``dense_compute`` (TVM's
+    signature ``(data, weight, bias, out_dtype)``; topi.nn's by default)."""
+    return dense_compute(ts[0], ts[1], ts[2] if len(ts) > 2 else None, ts[0].dtype)
 
 
 def _pool(ts, a):
@@ -111,8 +118,8 @@ def _reshape(ts, a):
 
 # name -> (compute, pattern, numpy evaluation or None)
 OPS: dict = {
-    "conv2d": (_conv2d, OUT_ELEMWISE_FUSABLE, None),
-    "dense": (_dense, OUT_ELEMWISE_FUSABLE, lambda v, a: v[0] @ v[1].T + (v[2] if len(v) > 2
+    "conv2d": (conv2d, OUT_ELEMWISE_FUSABLE, None),
+    "dense": (dense, OUT_ELEMWISE_FUSABLE, lambda v, a: v[0] @ v[1].T + (v[2] if len(v) > 2
                                                                             else 0)),
     "matmul": (lambda ts, a: topi.matmul(ts[0], ts[1]), OUT_ELEMWISE_FUSABLE,
                lambda v, a: v[0] @ v[1]),

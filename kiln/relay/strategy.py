@@ -2,18 +2,33 @@
 schedule of a fused group's kernel.
 
 :func:`select_implementation` builds the group's compute — the topi compute of each of its
-operators (``op.OPS``) on placeholders of the group's external inputs — and schedules it
-with the first of these that applies, in this order:
+operators (``op.OPS``, or the target's own compute of the anchor where a rung names one) on
+placeholders of the group's external inputs — and schedules it with the first rung of the
+target's ladder that applies.
 
-1. **tuned record**: a CPU target, inside an autotvm dispatch context
-   (``autotvm.apply_history_best(log)``, ``autotvm.ApplyConfig(cfg)``) that holds a config
-   for the workload of the group's tunable anchor (``conv2d_NCHWc``,
-   ``depthwise_conv2d_NCHWc``, ``dense``): the template's schedule with that config
-   (:func:`kiln.autotvm.task.relay_integration.schedule_group`);
-2. **the target's hand schedule**: ``topi.x86.schedule_auto`` on a CPU target,
-   ``topi.generic.schedule_auto`` otherwise;
+On a CPU target (``llvm``, ``c``):
+
+1. **tuned record**: inside an autotvm dispatch context (``autotvm.apply_history_best(log)``,
+   ``autotvm.ApplyConfig(cfg)``) that holds a config for the workload of the group's
+   tunable anchor (``conv2d_NCHWc``, ``depthwise_conv2d_NCHWc``, ``dense``): the template's
+   schedule with that config (:func:`kiln.autotvm.task.relay_integration.schedule_group`);
+2. **the hand schedule** ``topi.x86.schedule_auto``;
 3. **the generic schedule** ``topi.generic.schedule_auto``: every stage at the root,
    injective stages inlined; it applies to every group.
+
+On a GPU target (``cuda``, ``nvptx``; layouts stay NCHW):
+
+1. **topi.cuda**: the anchor's compute and schedule looked up by TVM's names in
+   ``kiln.topi.cuda`` when the group is scheduled (:data:`CUDA_SCHEDULES`,
+   :data:`CUDA_COMPUTES`: ``conv2d_nchw`` + ``schedule_conv2d_nchw``, ``dense`` +
+   ``schedule_dense``, ``schedule_depthwise_conv2d_nchw``, ``schedule_pool``, ...;
+   ``schedule_injective`` for a group of injective operators). A name topi.cuda does not
+   define is replaced by topi.nn's compute and ``schedule_per_thread``. These schedules
+   compute the anchor and inline its elementwise epilogue (bias, residual add, relu), so the
+   group stays one kernel; autotvm templates among them read the dispatch context
+   themselves (tuned record, else their fallback config);
+2. **one thread per output** ``topi.cuda.schedule_per_thread`` of topi.nn's computes; it
+   applies to every group.
 
 A schedule *applies* when it schedules the group and the schedule lowers to a PrimFunc. A
 schedule that does not apply raises one of :data:`NOT_APPLICABLE` (an illegal primitive or
@@ -22,16 +37,18 @@ a bound it cannot infer: ``ScheduleError``/``TVMError``; a case it does not impl
 logger naming the group, the schedule and the reason, and tries the next one. Any other
 exception is a bug in a schedule and propagates out of ``relay.build``.
 
-Guarantee: the returned implementation's PrimFunc computes exactly the group's topi
-computes (a schedule never changes results); its arguments are the placeholders of the
-group's external inputs, in first-use order, then the group's output.
+Guarantee: the returned implementation's PrimFunc computes exactly the group's operators
+(a schedule never changes results; a target's compute computes what topi.nn's does); its
+arguments are the placeholders of the group's external inputs, in first-use order, then the
+group's output.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from kiln import te, topi
 from kiln.autotvm.task.relay_integration import schedule_group
@@ -41,8 +58,8 @@ from kiln.ir.stmt import PrimFunc
 from kiln.target import Target
 
 from .graph import Node
-from .op import OPS
-from .transform import Group
+from .op import INJECTIVE, OPS, pattern
+from .transform import Group, op_label
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +70,41 @@ NOT_APPLICABLE: tuple[type[Exception], ...] = (TVMError, NotImplementedError)
 #: a schedule of the ladder: output tensors -> ``(schedule, autotvm label or None)``, or None
 #: when it has nothing for the group (no tuned record)
 ScheduleRule = Callable[[list[te.Tensor]], tuple[te.Schedule, str | None] | None]
+
+#: an operator's compute: input tensors, attributes -> output tensor (as in ``op.OPS``)
+ComputeRule = Callable[[list[te.Tensor], dict], te.Tensor]
+
+#: the anchor of a GPU group (its operator, ``transform.op_label``) -> the name of its
+#: schedule in ``kiln.topi.cuda``; a group of injective operators uses ``schedule_injective``
+CUDA_SCHEDULES: dict[str, str] = {
+    "conv2d": "schedule_conv2d_nchw",
+    "depthwise_conv2d": "schedule_depthwise_conv2d_nchw",
+    "group_conv2d": "schedule_group_conv2d_nchw",
+    "dense": "schedule_dense",
+    "matmul": "schedule_matmul",
+    "max_pool2d": "schedule_pool",
+    "avg_pool2d": "schedule_pool",
+    "global_avg_pool2d": "schedule_adaptive_pool",
+    "softmax": "schedule_softmax",
+}
+
+#: relay operator -> ``{keyword of its op.py compute: name of the kiln.topi.cuda compute}``:
+#: the GPU computes that replace topi.nn's (an autotvm template's compute goes with its
+#: schedule)
+CUDA_COMPUTES: dict[str, dict[str, str]] = {
+    "conv2d": {"conv2d_nchw": "conv2d_nchw", "depthwise_conv2d_nchw": "depthwise_conv2d_nchw"},
+    "dense": {"dense_compute": "dense"},
+}
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of a target's ladder: its name (in logs and ``Implementation.schedule_name``),
+    its schedule, and the computes it needs instead of ``op.OPS``'s, by relay operator."""
+
+    name: str
+    schedule: ScheduleRule
+    computes: Mapping[str, ComputeRule] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,9 +123,12 @@ class Implementation:
     tuned: str | None = None
 
 
-def group_compute(group: Group) -> tuple[list[Node], list[te.Tensor]]:
+def group_compute(group: Group, computes: Mapping[str, ComputeRule] | None = None
+                  ) -> tuple[list[Node], list[te.Tensor]]:
     """The group's external input nodes, and its compute's arguments: a placeholder per
-    external input (``p0``, ``p1`` ... in first-use order), then the group's output tensor."""
+    external input (``p0``, ``p1`` ... in first-use order), then the group's output tensor.
+    ``computes`` replaces the compute of the relay operators it names."""
+    computes = computes or {}
     inside = {n.uid for n in group.nodes}
     inputs: list[Node] = []
     tensors: dict[int, te.Tensor] = {}
@@ -82,54 +137,80 @@ def group_compute(group: Group) -> tuple[list[Node], list[te.Tensor]]:
             if i.uid not in inside and i.uid not in tensors:
                 tensors[i.uid] = te.placeholder(i.shape, dtype=i.dtype, name=f"p{len(inputs)}")
                 inputs.append(i)
-        tensors[n.uid] = OPS[n.op][0]([tensors[i.uid] for i in n.inputs], n.attrs)
+        compute = computes.get(n.op, OPS[n.op][0])
+        tensors[n.uid] = compute([tensors[i.uid] for i in n.inputs], n.attrs)
     return inputs, [tensors[i.uid] for i in inputs] + [tensors[group.output.uid]]
 
 
-def _schedule_rules(group: Group, target: Target) -> list[tuple[str, ScheduleRule]]:
-    """The schedules to try for ``group`` on ``target``, in the documented order, the generic
-    schedule last."""
+def _anchor_label(group: Group) -> str | None:
+    """The operator of the group's anchor (its first operator of the group's pattern), or
+    None for a group of injective operators."""
+    if group.anchor_pattern <= INJECTIVE:
+        return None
+    return next(op_label(n) for n in group.nodes
+                if pattern(n.op) == group.anchor_pattern)
+
+
+def cuda_schedule(group: Group) -> Callable[[list[te.Tensor]], te.Schedule]:
+    """The ``kiln.topi.cuda`` schedule of ``group``'s anchor, looked up by name now (so a
+    schedule that lands later is used), ``schedule_per_thread`` when topi.cuda has none."""
+    label = _anchor_label(group)
+    name = "schedule_injective" if label is None else CUDA_SCHEDULES.get(label, "")
+    return getattr(topi.cuda, name, None) or topi.cuda.schedule_per_thread
+
+
+def cuda_computes() -> dict[str, ComputeRule]:
+    """The relay operators' computes with ``kiln.topi.cuda``'s computes where it has them
+    (looked up by name now), topi.nn's elsewhere."""
+    out: dict[str, ComputeRule] = {}
+    for op_name, names in CUDA_COMPUTES.items():
+        found = {kw: getattr(topi.cuda, name) for kw, name in names.items()
+                 if callable(getattr(topi.cuda, name, None))}
+        if found:
+            out[op_name] = functools.partial(OPS[op_name][0], **found)
+    return out
+
+
+def _ladder(group: Group, target: Target) -> list[Rung]:
+    """The rungs to try for ``group`` on ``target``, in the documented order; the last one
+    applies to every group."""
     def tuned(outs):
         return schedule_group(group, outs, str(target))
 
-    def hand(outs):
-        return topi.x86.schedule_auto(outs), None
-
-    def generic(outs):
-        return topi.generic.schedule_auto(outs), None
+    def untuned(schedule):
+        return lambda outs: (schedule(outs), None)
 
     if target.is_cpu:
-        return [("autotvm", tuned), ("x86", hand), ("generic", generic)]
-    return [("generic", generic)]
+        return [Rung("autotvm", tuned), Rung("x86", untuned(topi.x86.schedule_auto)),
+                Rung("generic", untuned(topi.generic.schedule_auto))]
+    return [Rung("topi.cuda", untuned(cuda_schedule(group)), cuda_computes()),
+            Rung("per_thread", untuned(topi.cuda.schedule_per_thread))]
 
 
-def _lower(rule: ScheduleRule, args: list[te.Tensor],
-           name: str) -> tuple[te.Schedule, PrimFunc, str | None] | None:
-    """``(schedule, PrimFunc, autotvm label)`` of ``args``' compute under ``rule``, or None
-    when the rule has no schedule for it."""
-    chosen = rule(args[-1:])
+def _lower(group: Group, rung: Rung, name: str) -> Implementation | None:
+    """The implementation of ``group`` under ``rung`` (its PrimFunc named ``name``), or None
+    when the rung has no schedule for it."""
+    inputs, args = group_compute(group, rung.computes)
+    chosen = rung.schedule(args[-1:])
     if chosen is None:
         return None
     s, tuned = chosen
-    return s, schedule_to_primfunc(s, args, name), tuned
+    return Implementation(group, inputs, args, s, schedule_to_primfunc(s, args, name),
+                          rung.name, tuned)
 
 
 def select_implementation(group: Group, name: str, target: Target) -> Implementation:
     """The kernel of ``group`` on ``target`` as a PrimFunc named ``name``: its compute
-    scheduled by the first schedule that applies (see the module doc for the order)."""
-    inputs, args = group_compute(group)
-    rules = _schedule_rules(group, target)
-    for k, (schedule_name, rule) in enumerate(rules[:-1]):
+    scheduled by the first rung that applies (see the module doc for the order)."""
+    ladder = _ladder(group, target)
+    for k, rung in enumerate(ladder[:-1]):
         try:
-            lowered = _lower(rule, args, name)
+            impl = _lower(group, rung, name)
         except NOT_APPLICABLE as e:
             logger.warning("relay.build: %s schedule failed for %s (%s: %s); using the %s "
-                           "schedule", schedule_name, group.describe(), type(e).__name__, e,
-                           rules[k + 1][0])
+                           "schedule", rung.name, group.describe(), type(e).__name__, e,
+                           ladder[k + 1].name)
             continue
-        if lowered is not None:
-            s, func, tuned = lowered
-            return Implementation(group, inputs, args, s, func, schedule_name, tuned)
-    generic_name, generic = rules[-1]  # applies to every group: its errors propagate
-    s, func, _ = _lower(generic, args, name)
-    return Implementation(group, inputs, args, s, func, generic_name)
+        if impl is not None:
+            return impl
+    return _lower(group, ladder[-1], name)  # applies to every group: its errors propagate

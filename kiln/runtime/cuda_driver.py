@@ -32,6 +32,7 @@ from .ndarray import register_device_allocator
 __all__ = [
     "available", "nvrtc_version", "supported_archs", "compile_cuda", "device_arch",
     "CUDAKernel", "CUDADeviceModule", "CUDAModule", "CUDAAllocator", "workspace",
+    "time_evaluator",
 ]
 
 _INSTALL_HINT = ("install NVIDIA's CUDA Python bindings: pip install 'kiln[cuda]' "
@@ -374,6 +375,52 @@ if _DRIVER is not None:
 
 
 # ---------------------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------------------
+def time_evaluator(func: Callable[..., Any], device_id: int = 0, number: int = 10,
+                   repeat: int = 1, min_repeat_ms: float = 0) -> Callable[..., Any]:
+    """A function that times ``func`` (anything that queues work on cuda(``device_id``)'s
+    default stream: a kernel's host function, a graph's ``run``) on its arguments with CUDA
+    events: after a warm-up call, each of ``repeat`` measurements runs ``func`` ``number``
+    times (grown until it lasts ``min_repeat_ms``) and records the mean; returns a
+    :class:`kiln.runtime.module.BenchmarkResult`."""
+    from .module import BenchmarkResult
+
+    if repeat < 1 or number < 1:
+        raise ValueError("time_evaluator: number and repeat must be >= 1")
+
+    def evaluator(*args: Any) -> BenchmarkResult:
+        func(*args)
+        d = _driver()
+        _device(device_id)
+        start = _check(d.cuEventCreate(0), "cuEventCreate")
+        end = _check(d.cuEventCreate(0), "cuEventCreate")
+        try:
+            _check(d.cuCtxSynchronize(), "cuCtxSynchronize")
+            n = int(number)
+            results = []
+            for _ in range(repeat):
+                while True:
+                    _check(d.cuEventRecord(start, 0), "cuEventRecord")
+                    for _ in range(n):
+                        func(*args)
+                    _check(d.cuEventRecord(end, 0), "cuEventRecord")
+                    _check(d.cuEventSynchronize(end), "cuEventSynchronize")
+                    ms = float(_check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+                    if ms >= min_repeat_ms:
+                        break
+                    per_call = max(ms / n, 1e-6)
+                    n = max(int(min_repeat_ms / per_call) + 1, int(n * 1.618))
+                results.append(ms / 1e3 / n)
+        finally:
+            d.cuEventDestroy(start)
+            d.cuEventDestroy(end)
+        return BenchmarkResult(results)
+
+    return evaluator
+
+
+# ---------------------------------------------------------------------------------------
 # modules and kernels
 # ---------------------------------------------------------------------------------------
 _CTYPES = {
@@ -538,44 +585,10 @@ class CUDAModule:
         """Like :meth:`kiln.runtime.Module.time_evaluator`, timed with CUDA events on the
         default stream: after a warm-up call, each of ``repeat`` measurements runs the function
         ``number`` times (grown until it lasts ``min_repeat_ms``) and records the mean."""
-        from .module import BenchmarkResult
-
         dev = dev if dev is not None else ctx
-        func = self.get_function(func_name)
-        if repeat < 1 or number < 1:
-            raise ValueError("time_evaluator: number and repeat must be >= 1")
-
-        def evaluator(*args: Any) -> BenchmarkResult:
-            device_id = dev.device_id if dev is not None else 0
-            func(*args)
-            d = _driver()
-            _device(device_id)
-            start = _check(d.cuEventCreate(0), "cuEventCreate")
-            end = _check(d.cuEventCreate(0), "cuEventCreate")
-            try:
-                _check(d.cuCtxSynchronize(), "cuCtxSynchronize")
-                n = int(number)
-                results = []
-                for _ in range(repeat):
-                    while True:
-                        _check(d.cuEventRecord(start, 0), "cuEventRecord")
-                        for _ in range(n):
-                            func(*args)
-                        _check(d.cuEventRecord(end, 0), "cuEventRecord")
-                        _check(d.cuEventSynchronize(end), "cuEventSynchronize")
-                        ms = float(_check(d.cuEventElapsedTime(start, end),
-                                          "cuEventElapsedTime"))
-                        if ms >= min_repeat_ms:
-                            break
-                        per_call = max(ms / n, 1e-6)
-                        n = max(int(min_repeat_ms / per_call) + 1, int(n * 1.618))
-                    results.append(ms / 1e3 / n)
-            finally:
-                d.cuEventDestroy(start)
-                d.cuEventDestroy(end)
-            return BenchmarkResult(results)
-
-        return evaluator
+        return time_evaluator(self.get_function(func_name),
+                              dev.device_id if dev is not None else 0, number, repeat,
+                              min_repeat_ms)
 
     def __repr__(self) -> str:
         return f"Module(cuda_host, {id(self):x})"

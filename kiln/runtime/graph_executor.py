@@ -6,6 +6,11 @@ The runtime half of the graph compiler: it needs a compiled library and the exec
 wherever a module loads (an RPC server included). ``kiln.relay`` builds the plan
 (:mod:`kiln.relay.execution_plan`) and re-exports these names.
 
+Every tensor of the plan lives on the device the graph runs on: for a graph built for
+``cuda``, ``GraphModule(lib["default"](kiln.cuda(0)))`` allocates the parameters and the
+planned storages on the GPU once, ``set_input`` copies host data in, ``run`` launches the
+kernels on the default stream and ``get_output`` copies the result out.
+
 Both of TVM's flows work:
 
 * the factory: ``lib = relay.build(...)``; ``GraphModule(lib["default"](dev))``;
@@ -18,7 +23,7 @@ Both of TVM's flows work:
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import io
 import json
 import os
@@ -26,29 +31,34 @@ import shutil
 import tarfile
 import tempfile
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import TVMError
-from .device import cpu
+from .device import CUDA, Device, cpu, cuda
 from .module import load_module as _load_lib
+from .module import time_evaluator as _wall_clock_evaluator
 from .ndarray import NDArray, array, empty
 
 
 def _view(storage: NDArray, shape, dtype) -> NDArray:
-    """An NDArray of ``shape``/``dtype`` sharing the (CPU) memory of ``storage``."""
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    data = storage._data.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
-    v = NDArray((0,), dtype, storage.device)
-    v._data = data
-    v._ptr = int(data.ctypes.data)
-    v._shape = tuple(int(s) for s in shape)
-    v._shape_arr = (ctypes.c_int64 * max(len(v._shape), 1))(*v._shape)
-    v._dl.data = v._ptr
-    v._dl.ndim = len(v._shape)
-    v._dl.shape = ctypes.cast(v._shape_arr, ctypes.POINTER(ctypes.c_int64))
-    return v
+    """An NDArray of ``shape``/``dtype`` sharing the memory of ``storage`` (on any device),
+    keeping ``storage`` alive while the view lives."""
+    return NDArray._view(storage._ptr, shape, dtype, storage.device, lambda: storage)
+
+
+def _plan_device(plan: dict, dev: Device | None) -> Device:
+    """The device a graph of ``plan`` runs on: ``dev`` (by default cpu(0), or cuda(0) for a
+    graph built for cuda), checked against the device its kernels were compiled for."""
+    built_for = plan.get("device", "cpu")
+    if dev is None:
+        return cuda(0) if built_for == "cuda" else cpu(0)
+    kind = "cuda" if dev.device_type == CUDA else "cpu"
+    if kind != built_for:
+        raise TVMError(f"GraphModule: this graph was built for {built_for} and cannot run on "
+                       f"{dev}; create it with lib['default'](kiln.{built_for}(0))")
+    return dev
 
 
 class GraphExecutorFactoryModule:
@@ -141,17 +151,22 @@ class GraphModule:
     get_output."""
 
     def __new__(cls, module=None, dev=None):
-        # a graph module already running on an RPC server (remote_mod["default"](ctx))
-        if module.__class__.__name__ == "RemoteGraphModule":
+        # a graph module already running on an RPC server (remote_mod["default"](ctx)), or
+        # the one lib["default"](dev) made: GraphModule(lib["default"](dev)) is that module
+        # (its parameters and storages are not allocated twice)
+        if module.__class__.__name__ == "RemoteGraphModule" or (
+                isinstance(module, GraphModule) and dev in (None, module.dev)):
             return module
         return super().__new__(cls)
 
     def __init__(self, module, dev=None) -> None:
+        if module is self:  # returned by __new__, already set up
+            return
         if isinstance(module, GraphModule):
             module = module.factory
         self.factory = module
-        self.dev = dev or cpu(0)
         plan = module.plan
+        self.dev = _plan_device(plan, dev)
         store = [empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
         self._arrays: list[NDArray] = []
         self._inputs: dict[str, NDArray] = {}
@@ -174,6 +189,7 @@ class GraphModule:
         lib = module.lib
         self._calls = [(lib.get_function(s["func"]), [self._arrays[i] for i in s["args"]])
                        for s in plan["steps"]]
+        self._launches = [_prepared(f, args) for f, args in self._calls]
         self._outputs = [self._arrays[i] for i in plan["outputs"]]
 
     def set_input(self, key=None, value=None, **params) -> None:
@@ -197,8 +213,8 @@ class GraphModule:
     def run(self, **inputs) -> None:
         if inputs:
             self.set_input(**inputs)
-        for f, args in self._calls:
-            f(*args)
+        for launch in self._launches:
+            launch()
 
     def get_output(self, index: int, out=None) -> NDArray:
         a = self._outputs[index]
@@ -218,30 +234,47 @@ class GraphModule:
     def get_num_inputs(self) -> int:
         return len(self._inputs)
 
+    @property
+    def module(self) -> GraphModule:
+        """TVM's ``m.module``, the graph's runtime module: ``m.module.time_evaluator("run",
+        dev, number=10, repeat=3)()``."""
+        return self
+
+    def time_evaluator(self, func_name: str = "run", dev: Device | None = None,
+                       number: int = 10, repeat: int = 1, min_repeat_ms: float = 0):
+        """A function timing ``run`` (the whole graph; inputs as set): CUDA events on a
+        GPU, the wall clock on a CPU; returns a ``BenchmarkResult`` of seconds per run."""
+        if func_name != "run":
+            raise AttributeError(f"time_evaluator: a graph module times 'run', not "
+                                 f"{func_name!r}")
+        return _evaluator(self.run, dev or self.dev, number, repeat, min_repeat_ms)
+
     def benchmark(self, number: int = 10, repeat: int = 3) -> float:
         """Median seconds per run."""
-        import time
-
-        res = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            for _ in range(number):
-                self.run()
-            res.append((time.perf_counter() - t) / number)
-        return float(np.median(res))
+        return self.time_evaluator("run", self.dev, number, repeat)().median
 
     def profile(self, number: int = 5) -> list[tuple[str, float]]:
         """Mean seconds of each kernel over ``number`` runs, in run order."""
-        import time
-
         self.run()
-        out = []
-        for f, args in self._calls:
-            t = time.perf_counter()
-            for _ in range(number):
-                f(*args)
-            out.append((f.name, (time.perf_counter() - t) / number))
-        return out
+        return [(f.name, _evaluator(f, self.dev, number, 1)(*args).mean)
+                for f, args in self._calls]
+
+
+def _prepared(func, args: list[NDArray]) -> Callable[[], None]:
+    """``func(*args)`` as a call without arguments; the arguments checked once here when the
+    function can bind them (a CUDA host function), else at each call (the arrays of a graph
+    module never move, so checking them once is enough)."""
+    bind = getattr(func, "bind", None)
+    return bind(*args) if bind is not None else functools.partial(func, *args)
+
+
+def _evaluator(func, dev: Device, number: int, repeat: int, min_repeat_ms: float = 0):
+    """``func`` timed on ``dev``: with CUDA events on a GPU, by the wall clock elsewhere."""
+    if dev.device_type == CUDA:
+        from .cuda_driver import time_evaluator
+
+        return time_evaluator(func, dev.device_id, number, repeat, min_repeat_ms)
+    return _wall_clock_evaluator(func, dev, number, repeat, min_repeat_ms)
 
 
 def create(graph_json_or_factory, lib=None, device=None) -> GraphModule:

@@ -341,34 +341,43 @@ class Module:
             from .device import cpu
 
             dev = cpu(0)
-        func = self.get_function(func_name, query_imports=True)
-        if repeat < 1 or number < 1:
-            raise ValueError("time_evaluator: number and repeat must be >= 1")
+        return time_evaluator(self.get_function(func_name, query_imports=True), dev, number,
+                              repeat, min_repeat_ms)
 
-        def evaluator(*args: Any) -> BenchmarkResult:
-            func(*args)
-            dev.sync()
-            n = int(number)
-            results = []
-            for _ in range(repeat):
-                elapsed = 0.0
-                while True:
-                    if elapsed > 0.0:
-                        per_call_ms = elapsed * 1e3 / n
-                        n = max(int(min_repeat_ms / per_call_ms) + 1, int(n * 1.618))
-                    start = time.perf_counter()
-                    for _ in range(n):
-                        func(*args)
-                    dev.sync()
-                    elapsed = time.perf_counter() - start
-                    if elapsed * 1e3 >= min_repeat_ms:
-                        break
-                    if elapsed <= 0.0:
-                        n *= 2
-                results.append(elapsed / n)
-            return BenchmarkResult(results)
 
-        return evaluator
+def time_evaluator(func: Callable[..., Any], dev: Device, number: int = 10, repeat: int = 1,
+                   min_repeat_ms: float = 0) -> Callable[..., BenchmarkResult]:
+    """A function that times ``func`` on its arguments by the wall clock, ``dev.sync()``
+    after each measurement: after one warm-up call, each of ``repeat`` measurements runs
+    ``func`` ``number`` times and records the mean; with ``min_repeat_ms``, ``number`` grows
+    until one measurement lasts that long."""
+    if repeat < 1 or number < 1:
+        raise ValueError("time_evaluator: number and repeat must be >= 1")
+
+    def evaluator(*args: Any) -> BenchmarkResult:
+        func(*args)
+        dev.sync()
+        n = int(number)
+        results = []
+        for _ in range(repeat):
+            elapsed = 0.0
+            while True:
+                if elapsed > 0.0:
+                    per_call_ms = elapsed * 1e3 / n
+                    n = max(int(min_repeat_ms / per_call_ms) + 1, int(n * 1.618))
+                start = time.perf_counter()
+                for _ in range(n):
+                    func(*args)
+                dev.sync()
+                elapsed = time.perf_counter() - start
+                if elapsed * 1e3 >= min_repeat_ms:
+                    break
+                if elapsed <= 0.0:
+                    n *= 2
+            results.append(elapsed / n)
+        return BenchmarkResult(results)
+
+    return evaluator
 
 
 def _load_archive(path: str) -> Module:

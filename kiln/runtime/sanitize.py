@@ -22,6 +22,7 @@ Sanitized builds also turn on kiln's own bound checks (``tir.instrument_bound_ch
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import os
 import subprocess
@@ -39,7 +40,7 @@ SANITIZERS: tuple[str, ...] = ("address", "undefined")
 SANITIZE_CONFIG = "kiln.sanitize"
 #: what a sanitized process needs besides the preload: leak checking off (the Python
 #: interpreter holds memory until exit), a report ends the process with a stack trace
-_OPTIONS = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
+_OPTIONS = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:allocator_may_return_null=1",
             "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
 
 
@@ -99,15 +100,16 @@ def asan_runtime() -> str:
 
 @functools.cache
 def cxx_runtime() -> str | None:
-    """The C++ runtime (libstdc++) the C compiler links with, or None where it has none.
+    """The C++ runtime (libstdc++) the C compiler links with (the system's, by soname, for a
+    compiler without one), or None where there is none.
 
     Preloaded after the ASan runtime: ASan's ``__cxa_throw`` interceptor resolves the real
     function once, at start, and a process that loads libstdc++ only later (a C++ extension
     module imported by a test: matplotlib's, onnxruntime's) dies at its first C++ exception
     with a failed ASan CHECK and exit status 1."""
     path = _compiler_file("libstdc++.so", "C++ runtime")
-    if path is None:
-        return None
+    if path is None:  # a C-only compiler: the system's C++ runtime, by its soname
+        return ctypes.util.find_library("stdc++")
     real = os.path.realpath(path)
     try:
         with open(real, "rb") as f:

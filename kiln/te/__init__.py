@@ -38,6 +38,7 @@ from kiln.tir.op import const as const
 from . import hybrid, schedule
 from .autodiff import gradient
 from .extern import ExternOp, extern
+from .fused_loop import FusedLoopOp
 from .hybrid import HybridOp
 from .operation import (
     comm_reducer,
@@ -53,7 +54,9 @@ from .operation import (
 )
 from .scan import ScanOp, scan
 from .schedule import Schedule, Stage, create_schedule
+from .tag import TagScope, tag_scope
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin
 
 __all__ = [
     "min_value", "max_value",
@@ -64,4 +67,6 @@ __all__ = [
     "sigmoid", "tanh", "abs", "floor", "ceil", "round", "trunc", "power", "erf", "sin", "cos",
     "isnan", "floordiv", "floormod", "truncdiv", "truncmod", "indexdiv", "indexmod", "const",
     "schedule", "gradient", "extern", "ExternOp", "hybrid", "HybridOp", "scan", "ScanOp",
+    "FusedLoopOp",
+    "decl_tensor_intrin", "TensorIntrin", "tag_scope", "TagScope",
 ]

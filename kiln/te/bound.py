@@ -118,7 +118,7 @@ def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar
         op = st.op
         consumers = [c for c in stages if c is not st and _consumes(c, op, bodies)]
         _check_attachment(st, consumers)
-        for iv in op.root_iter_vars():
+        for iv in op.root_iter_vars() + st.env_thread_axes:
             ranges[iv] = iv.dom
         if op in bodies and not _whole_region_needed(st, consumers):
             region = _needed_region(st, consumers, bodies, ranges, relax, analyzer)

@@ -29,6 +29,7 @@ from kiln.ir.stmt import AttrStmt, Buffer, Evaluate, Stmt, decl_buffer
 from kiln.tir.storage_flatten import BUFFER_BIND_SCOPE
 
 from .operation import _shape_tuple
+from .tag import scoped_tag
 from .tensor import Operation, Tensor
 
 
@@ -96,6 +97,7 @@ def extern(shape, inputs: Sequence[Tensor], fcompute: Callable, name: str = "ext
     defaults to the inputs' common dtype. Returns a Tensor, or a list for several outputs.
     """
     shapes = _shapes(shape)
+    tag = scoped_tag(tag, "te.extern")
     inputs = _check_inputs(inputs, name)
     dtypes = _dtypes(dtype, inputs, len(shapes), name)
     in_bufs = _buffers(in_buffers, [(t.shape, t.dtype, t.op.name) for t in inputs],

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from kiln.ir import dtype as dt
 from kiln.ir.expr import CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var
+from kiln.ir.functor import post_order_visit
 from kiln.ir.op import (
     convert,
     emax,
@@ -19,6 +20,7 @@ from kiln.ir.op import (
     min_value,
 )
 
+from .tag import scoped_tag
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -64,6 +66,7 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
     """A tensor whose element at index ``i`` is ``fcompute(*i)``; returns a Tensor (or a list
     of Tensors when fcompute returns several values)."""
     shape = _shape_tuple(shape, "te.compute")
+    tag = scoped_tag(tag, "te.compute")
     arg_names = _arg_names(fcompute, len(shape))
     # int64 axes for a tensor whose size does not fit in int32, as its flat index needs
     index_type = index_dtype(*shape)
@@ -94,9 +97,25 @@ def _arg_names(fcompute: Callable, ndim: int) -> list[str]:
 
 
 def _check_reduces(bodies: list[PrimExpr], name: str) -> None:
+    """As in TVM: a reduction is a whole output expression, never part of one (nor of
+    another reduction), and either every output is one or none is."""
+    for b in bodies:
+        inside = [b.source, b.condition] if isinstance(b, Reduce) else [b]
+        if _contains_reduce(inside):
+            raise ValueError(
+                f"compute {name}: reductions are only allowed at the top level of compute; "
+                f"compute the reduction as a tensor of its own and use it in another compute, "
+                f"e.g. S = te.compute(..., lambda i: te.sum(A[i, k], axis=k)); "
+                f"te.compute(..., lambda i: S[i] / n)")
     reduces = [b for b in bodies if isinstance(b, Reduce)]
     if reduces and len(reduces) != len(bodies):
         raise ValueError(f"compute {name}: either all outputs are reductions or none is")
+
+
+def _contains_reduce(exprs: list) -> bool:
+    found: list[Reduce] = []
+    post_order_visit(exprs, lambda n: found.append(n) if isinstance(n, Reduce) else None)
+    return bool(found)
 
 
 def reduce_axis(dom, name: str = "rv", thread_tag: str = "") -> IterVar:

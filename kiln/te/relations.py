@@ -12,6 +12,7 @@ from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range
 from kiln.ir.op import cast, floordiv, floormod, widen
 
 from .schedule import Fuse, Split, Stage
+from .split_tail import shifted_base
 
 
 def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -58,13 +59,20 @@ def split_factor(rel: Split, ranges: dict[IterVar, Range]) -> PrimExpr:
 
 
 def pass_up(stage: Stage, ranges: dict[IterVar, Range],
-            leaf_values: dict[IterVar, PrimExpr]) -> dict[IterVar, PrimExpr]:
-    """Values of all iteration variables given the values of the leaf loops."""
+            leaf_values: dict[IterVar, PrimExpr],
+            shift_inwards: bool = False) -> dict[IterVar, PrimExpr]:
+    """Values of all iteration variables given the values of the leaf loops; with
+    ``shift_inwards``, the last tile of a ``tail="shift_inwards"`` split is moved back to
+    end at its parent's extent (``kiln.te.split_tail``)."""
     values = dict(leaf_values)
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
             f = split_factor(rel, ranges)
-            base = values[rel.outer] * f + values[rel.inner]
+            if shift_inwards and rel.strategy == "shift_inwards":
+                start = shifted_base(values[rel.outer], f, ranges[rel.parent].extent)
+            else:
+                start = values[rel.outer] * f
+            base = start + values[rel.inner]
             pmin = ranges[rel.parent].min
             values[rel.parent] = base + pmin if not _is_zero(pmin) else base
         elif isinstance(rel, Fuse):

@@ -11,7 +11,9 @@ as in classic TVM:
   ``s[s_update].compute_at(s[s_scan], s_scan.op.scan_axis)`` (which may also be written);
   ``compute_root`` returns such a stage there. Their axes can be split, bound to threads,
   parallelized and vectorized, and one may be computed at another's loop. The init stages
-  are computed once, before the loop. The scan stage itself takes no loop primitive.
+  are computed once, before the loop. The scan stage itself takes no loop primitive;
+  ``env_threads`` runs it whole inside GPU thread axes (one persistent kernel, a barrier
+  after the init and after each step).
 * Bound inference: per step, an update stage computes the one row ``t`` (its other axes
   whole), a stage of the group what the update reads of it at ``t``; an init stage computes
   rows ``[0, init.shape[0])``.
@@ -41,18 +43,21 @@ from kiln.errors import ScheduleError
 from kiln.ir.expr import IterVar, PrimExpr, Range, Var
 from kiln.ir.printer import expr_text
 from kiln.ir.stmt import AttrStmt, Evaluate, For, ForKind, Stmt, seq
+from kiln.tir.storage_sync import sync_stmt
 
 from .schedule import Schedule, Stage
 from .schedule_ops import SCAN_INIT_SCOPE
 from .tensor import Operation, Tensor
 
 #: schedule primitives a scan stage takes (its one loop is the recurrence itself)
-_SCAN_PRIMITIVES = ("compute_root", "compute_at")
+_SCAN_PRIMITIVES = ("compute_root", "compute_at", "env_threads")
 
 
 class ScanOp(Operation):
     """The operation of ``te.scan``: outputs shaped like ``state_placeholder``, rows
     ``[0, init.shape[0])`` from ``init``, the rest from ``update`` along ``scan_axis``."""
+
+    composite = True
 
     def __init__(self, name: str, tag: str, attrs: dict | None, scan_axis: IterVar,
                  init: Sequence[Tensor], update: Sequence[Tensor],
@@ -78,8 +83,9 @@ class ScanOp(Operation):
         return [self.scan_axis]
 
     def check_primitive(self, primitive: str) -> None:
-        """A scan stage only moves (``compute_at``/``compute_root``): its loop is the
-        recurrence, whose steps depend on each other."""
+        """A scan stage only moves (``compute_at``/``compute_root``) and runs inside thread
+        axes (``env_threads``): its loop is the recurrence, whose steps depend on each
+        other."""
         if primitive not in _SCAN_PRIMITIVES:
             raise ScheduleError(
                 f"{primitive}: stage '{self.name}' is a te.scan; its loop '"
@@ -130,13 +136,27 @@ class ScanOp(Operation):
 
             // attr [s_init] scan_init_scope = 0
             for (scan.idx, 0, (m - 1)) { }
+
+        With ``env_threads``, all of it runs inside those thread axes (one persistent
+        kernel), and a barrier ends the init and each step (TVM's ``ScanOp::BuildProvide``
+        places the init inside the env threads too)::
+
+            // attr [threadIdx.x] thread_extent = 8
+            { // attr [s_init] scan_init_scope = 0
+              tvm_storage_sync("shared")
+              for (scan.idx, 0, (m - 1)) { tvm_storage_sync("shared") } }
         """
         _check_updates_stored(self, stage.schedule)
         _check_states_read_inside(self, stage)
+        env_threads = stage.env_thread_axes
         inits = [AttrStmt(t.op, SCAN_INIT_SCOPE, 0, Evaluate(0)) for t in self.init]
+        barrier = sync_stmt() if env_threads else None
         steps = For(self.scan_axis.var, 0, ranges[self.scan_axis].extent, ForKind.SERIAL,
-                    Evaluate(0))
-        return seq(*inits, steps)
+                    barrier or Evaluate(0))
+        body = seq(*inits, barrier, steps)
+        for iv in reversed(env_threads):
+            body = AttrStmt(iv, "thread_extent", ranges[iv].extent, body)
+        return body
 
 
 def _ops_between(outputs: list[Operation], boundary: set[Operation]) -> list[Operation]:

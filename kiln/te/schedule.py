@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
-from kiln.ir.expr import IterVar, PrimExpr, Range, StringImm, Var
+from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range, StringImm, Var
 from kiln.ir.op import convert, index_dtype
 
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor_intrin import TensorIntrin
 
 
 # ---------------------------------------------------------------------------------------
@@ -28,6 +29,17 @@ class Split:
     inner: IterVar
     factor: PrimExpr | None
     nparts: PrimExpr | None
+    #: how a tail that the factor does not divide is run (``kiln.te.split_tail``); None:
+    #: the ``likely`` guard that ``loop_partition`` may cut (the default)
+    tail: str | None = None
+    #: what lowering chose for ``tail="auto"`` (``kiln.cost.tail_choice``)
+    auto_choice: str | None = None
+
+    @property
+    def strategy(self) -> str | None:
+        """The tail strategy lowering applies: ``tail``, or for ``"auto"`` the choice made
+        when lowering (the default guard until one is made)."""
+        return self.auto_choice if self.tail == "auto" else self.tail
 
 
 @dataclass(eq=False)
@@ -44,11 +56,12 @@ class Singleton:
 
 @dataclass
 class IterVarAttr:
-    """Annotations of one loop: its kind, a bound thread, pragmas."""
+    """Annotations of one loop: its kind, a bound thread, pragmas, a tensor intrinsic."""
 
     kind: str = ""  # "", "parallel", "vectorize", "unroll"
     bind_thread: IterVar | None = None
     pragmas: list[tuple[str, PrimExpr]] = field(default_factory=list)
+    tensor_intrin: TensorIntrin | None = None  # this loop and those inside it are replaced
 
 
 _KIND_NAMES = {"parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}
@@ -56,6 +69,29 @@ _KIND_NAMES = {"parallel": "parallel", "vectorize": "vectorize", "unroll": "unro
 
 def _iv(name: str, dtype: str, kind: int) -> IterVar:
     return IterVar(None, Var(name, dtype), kind)
+
+
+def _check_env_thread(stage: str, t) -> None:
+    """A thread axis of ``env_threads``: a real GPU thread with a known extent; several
+    blocks would need a grid-wide barrier between the steps."""
+    if not isinstance(t, IterVar) or t.iter_type != IterVar.ThreadIndex or \
+            t.thread_tag.startswith(("vthread", "cthread")):
+        raise ScheduleError(
+            f"env_threads on stage '{stage}': expected GPU thread axes "
+            f"(te.thread_axis((0, 64), 'threadIdx.x')), got {t!r}")
+    if t.dom is None:
+        raise ScheduleError(
+            f"env_threads on stage '{stage}': thread axis '{t.thread_tag}' has no extent; "
+            f"give it one, e.g. te.thread_axis((0, 64), '{t.thread_tag}')")
+    extent = t.dom.extent
+    if t.thread_tag.startswith("blockIdx.") and not (isinstance(extent, IntImm)
+                                                     and extent.value == 1):
+        raise NotImplementedError(
+            f"env_threads on stage '{stage}': a persistent kernel over several blocks "
+            f"('{t.thread_tag}' with extent {extent}) needs a grid-wide barrier between the "
+            f"steps (TVM's tir.detect_global_barrier), which kiln does not implement; use "
+            f"threadIdx axes only (one block), or drop env_threads to launch one kernel per "
+            f"step")
 
 
 class Stage:
@@ -74,7 +110,6 @@ class Stage:
         self.is_output = False
         self.double_buffer = False
         self.storage_align_dims: dict[int, tuple[int, int]] = {}
-        self.env_threads: list[IterVar] = []
         # where compute_root puts a stage of a group (a scan's update group: its scan loop)
         self.group_attach: tuple[Stage, IterVar] | None = None
         self._set_op(op)
@@ -134,13 +169,19 @@ class Stage:
         self.op.check_primitive(primitive)
 
     # ---- loop transformations -----------------------------------------------------------
-    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
+    def split(self, parent: IterVar, factor=None, nparts=None,
+              tail: str | None = None) -> tuple[IterVar, IterVar]:
         """Split ``parent`` into an outer and an inner loop.
 
         Before::  for (i, 0, 100) { C[i] = ... }
         ``xo, xi = s[C].split(i, factor=32)``
         After::   for (i.outer, 0, 4) { for (i.inner, 0, 32) {
                      if (likely(((i.outer*32) + i.inner) < 100)) { C[...] = ... } } }
+
+        ``tail`` says how the iterations past the extent are handled when the factor does not
+        divide it: "guard", "partition", "shift_inwards", "pad", "predicate" or "auto" (the
+        cost model chooses); ``kiln.te.split_tail`` shows each one's loop nest
+        (docs/dynamic.md). None keeps the guard that ``loop_partition`` cuts.
         """
         self._check_compute("split")
         pos = self._check_leaf(parent, "split")
@@ -154,13 +195,17 @@ class Stage:
                 f"split on stage '{self.name}', axis '{parent.var.name}': the "
                 f"{'factor' if factor is not None else 'nparts'} must be positive, got "
                 f"{amount.value}")
+        if tail is not None:
+            from .split_tail import check_tail  # split_tail builds on this module
+
+            check_tail(self, parent, tail)
         kind = parent.iter_type
         # both loops count in the dtype of the axis they split (as in TVM)
         outer = _iv(parent.var.name + ".outer", parent.var.dtype, kind)
         inner = _iv(parent.var.name + ".inner", parent.var.dtype, kind)
         self.relations.append(Split(parent, outer, inner,
                                     amount if factor is not None else None,
-                                    amount if nparts is not None else None))
+                                    amount if nparts is not None else None, tail))
         self.all_iter_vars += [outer, inner]
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
         return outer, inner
@@ -311,8 +356,43 @@ class Stage:
         attr.kind = ""
         attr.bind_thread = thread_ivar
 
-    def env_threads_(self, threads) -> None:
-        self.env_threads = list(threads)
+    def env_threads(self, threads) -> None:
+        """Run this scan stage's whole recurrence inside GPU thread axes (TVM's
+        ``env_threads``): one persistent kernel, not one launch per stage per step. The
+        stages computed in the scan bind their loops to the same threads; a barrier ends the
+        init and every step, so that a step reads rows every thread has finished.
+
+        Before:: produce s_init { ... }
+                 for (scan.idx, 0, 9) { produce s_update { ... } }    // a kernel per step
+        ``s[s_scan].env_threads([te.thread_axis((0, 8), "threadIdx.x")])``
+        After::  // attr [threadIdx.x] thread_extent = 8                 // one kernel
+                 produce s_init { ... }  tvm_storage_sync("shared")
+                 for (scan.idx, 0, 9) { produce s_update { ... }  tvm_storage_sync("shared") }
+        """
+        self._check_compute("env_threads")
+        if not self.op.composite:
+            raise ScheduleError(
+                f"env_threads on stage '{self.name}': env_threads applies to composite "
+                f"operations such as te.scan (whose loop computes other stages); bind this "
+                f"stage's own axes with s[{self.name}].bind(axis, thread) instead")
+        if self.env_thread_axes:
+            raise ScheduleError(f"env_threads on stage '{self.name}': already set")
+        threads = [threads] if isinstance(threads, IterVar) else list(threads)
+        for t in threads:
+            _check_env_thread(self.name, t)
+        self.leaf_iter_vars[0:0] = threads
+        self.all_iter_vars += threads
+
+    @property
+    def env_thread_axes(self) -> list[IterVar]:
+        """The thread axes ``env_threads`` put around this stage's loops (its leading
+        leaves, outermost first)."""
+        out = []
+        for iv in self.leaf_iter_vars:
+            if iv.iter_type != IterVar.ThreadIndex:
+                break
+            out.append(iv)
+        return out
 
     # ---- attachment -----------------------------------------------------------------------
     def compute_at(self, parent: Stage, scope: IterVar) -> None:
@@ -418,8 +498,32 @@ class Stage:
     def prefetch(self, tensor, var, offset) -> None:
         raise NotImplementedError("prefetch is not implemented in kiln yet")
 
-    def tensorize(self, var, intrin) -> None:
-        raise NotImplementedError("tensorize is not implemented in kiln yet")
+    def tensorize(self, var: IterVar, intrin: TensorIntrin) -> None:
+        """Replace loop ``var`` and the loops inside it by the tensor intrinsic ``intrin``
+        (``te.decl_tensor_intrin``), once their body matches its computation (checked when
+        lowering: kiln/te/tensorize.py, docs/tensorize.md).
+
+        Before:: for (j.outer, 0, 32) { for (j.inner, 0, 16) { for (k, 0, 64) {
+                   C[i, ((j.outer*16) + j.inner)] = C[...] + A[i, k]*B[..., k] } } }
+        ``s[C].tensorize(ji, intrin_gemv(16, 64))``
+        After::  for (j.outer, 0, 32) {
+                   gemv_update(tvm_access_ptr(type_annotation(), C, ((i*512) + (j.outer*16)),
+                               16, 2), tvm_access_ptr(..., A, (i*64), 64, 1), ...) }
+        """
+        self._check_compute("tensorize")
+        self._check_leaf(var, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage '{self.name}': the second argument must "
+                                f"be a te.decl_tensor_intrin, got {type(intrin).__name__}")
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"tensorize on stage '{self.name}': only te.compute stages "
+                                f"can be tensorized")
+        for iv, attr in self.iter_var_attrs.items():
+            if attr.tensor_intrin is not None and iv is not var:
+                raise ScheduleError(f"tensorize on stage '{self.name}': loop "
+                                    f"'{iv.var.name}' is tensorized already; a stage has one "
+                                    f"tensorized loop")
+        self._attr(var).tensor_intrin = intrin
 
 
 def _name(iv) -> str:
@@ -486,7 +590,8 @@ class Schedule:
             todo.extend(t.op for t in op.input_tensors)
         return False
 
-    # cache_read / cache_write / rfactor live in kiln.te.schedule_dataflow
+    # cache_read / cache_write / rfactor live in kiln.te.schedule_dataflow,
+    # create_fused_loop in kiln.te.fused_loop
     def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
         from .schedule_dataflow import cache_read
 
@@ -501,6 +606,13 @@ class Schedule:
         from .schedule_dataflow import rfactor
 
         return rfactor(self, tensor, axis, factor_axis)
+
+    def create_fused_loop(self, inputs, fuse_outputs, extents, name: str = "fused"):
+        """Run independent stages side by side in one loop (horizontal fusion, seed 002);
+        the loop nest before and after: ``kiln.te.fused_loop``."""
+        from .fused_loop import create_fused_loop
+
+        return create_fused_loop(self, inputs, fuse_outputs, extents, name)
 
     def create_group(self, outputs, inputs, include_inputs=False):
         raise NotImplementedError("create_group is not implemented in kiln yet")
@@ -563,8 +675,11 @@ def ScheduleOps(sch: Schedule, bounds: dict):  # noqa: N802 - TVM's name
 
     from .inline import effective_bodies
     from .schedule_ops import schedule_to_stmt
+    from .tensorize import tensorize_stages
 
-    return schedule_to_stmt(sch, effective_bodies(sch), bounds, set(), Analyzer())
+    bodies = effective_bodies(sch)
+    return schedule_to_stmt(sch, bodies, bounds, set(), Analyzer(),
+                            tensorize_stages(sch, bodies, bounds))
 
 
 __all__ = ["Schedule", "Stage", "create_schedule", "AutoInlineInjective", "Split", "Fuse",

@@ -20,6 +20,10 @@ class Operation:
     name: str
     tag: str = ""
     attrs: dict
+    #: whether this operation's loop computes other stages inside it (TVM's composite
+    #: operations: a scan), so that ``Stage.env_threads`` may run the whole of it inside
+    #: GPU thread axes
+    composite: bool = False
 
     def output(self, i: int) -> Tensor:
         return self.outputs[i]

@@ -53,6 +53,8 @@ from kiln.ir.stmt import (
     Stmt,
     Store,
     decl_buffer,
+    stmt_list,
+    stmt_seq,
 )
 
 from . import ir_builder, stmt_functor, transform
@@ -66,5 +68,5 @@ __all__ = list(_op_all) + [
     "Select", "SizeVar", "StringImm", "Sub", "Var", "Allocate", "AssertStmt", "AttrStmt",
     "Buffer", "Evaluate", "For", "ForKind", "IfThenElse", "LetStmt", "PrimFunc",
     "ProducerRealize", "ProducerStore", "SeqStmt", "Stmt", "Store", "decl_buffer", "transform",
-    "stmt_functor", "ir_builder",
+    "stmt_functor", "ir_builder", "stmt_seq", "stmt_list",
 ]

@@ -17,6 +17,14 @@ points give one cut, at the smallest of them, below which every guard is dropped
 again per guard wrapped each bound in one more min/max (issue 19: minutes to build).
 Guarantee: every iteration runs exactly once and sees the same guard outcome as before.
 
+A split's tail strategy (``kiln.te.split_tail``) marks its loops with the ``For``
+annotation ``tail``: a loop marked "guard" is never cut, one marked "partition" is cut even
+when its extent is constant, and in a loop marked "remainder" (the inner loop of a
+``tail="predicate"`` split) a guard that holds exactly below a point becomes the loop's
+bound: ``for (i, 0, 8) { if (likely(o*8 + i < n)) S }`` => ``for (i, 0, n - o*8) S``, a
+remainder loop with no test, when nothing outside the guard stores to memory the loop does
+not allocate. Unmarked loops are treated as below.
+
 Option ``partition_const_loop`` (TVM's, read from ``PassContext(config={"tir.LoopPartition":
 {"partition_const_loop": ...}})``): whether loops of constant extent are split too. TVM's
 default is off (a non-dividing constant split keeps one loop and its ``likely`` guard); kiln's
@@ -32,11 +40,17 @@ from kiln.errors import TVMError
 from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, collect_vars, rebuild, substitute
 from kiln.ir.op import emax, emin, floordiv
-from kiln.ir.stmt import For, IfThenElse, Stmt, seq
+from kiln.ir.stmt import Allocate, For, ForKind, IfThenElse, Stmt, Store, seq
 from kiln.ir.transform import PassContext
 
 #: the PassContext config key of this pass's options, as in TVM
 CONFIG_KEY = "tir.LoopPartition"
+#: the ``For`` annotation a split's tail strategy leaves (``kiln.te.split_tail``)
+TAIL_ANNOTATION = "tail"
+
+
+def _tail_mark(node: For) -> str | None:
+    return dict(node.annotations).get(TAIL_ANNOTATION)
 
 
 def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
@@ -121,13 +135,19 @@ class _Partition(Mutator):
         self.partition_const_loop = partition_const_loop
 
     def visit_For(self, node: For):
-        if not (isinstance(node.min, E.IntImm) and node.min.value == 0):
+        mark = _tail_mark(node)
+        if mark == "guard" or not (isinstance(node.min, E.IntImm) and node.min.value == 0):
             return self.generic_visit(node)
-        if isinstance(node.extent, E.IntImm) and not self.partition_const_loop:
+        if isinstance(node.extent, E.IntImm) and not self.partition_const_loop and \
+                mark is None:
             return self.generic_visit(node)
         cuts = self._cuts(node)
         if not cuts:
             return self.generic_visit(node)
+        if mark == "remainder":
+            bounded = self._remainder(node, cuts)
+            if bounded is not None:
+                return bounded
         if all(isinstance(p, E.IntImm) for _, _, p in cuts):
             guard, _, p = cuts[0]  # the fast part is cut again for the next guard
             dropped = [guard]
@@ -140,6 +160,28 @@ class _Partition(Mutator):
         fast = rebuild(node, extent=p, body=_DropGuards(dropped).visit(node.body))
         tail = rebuild(node, min=p, extent=self.an.simplify(node.extent - p))
         return seq(self.visit(fast), self.visit(tail))
+
+    def _remainder(self, node: For, cuts) -> Stmt | None:
+        """``node`` bounded at the smallest cut, its guards dropped (a vectorized loop
+        becomes the scalar remainder loop), when each guard holds exactly below its cut (no
+        loop inside ``node`` in its condition) and nothing but the guarded statements
+        writes memory from outside the loop; else None."""
+        guards = [g for g, _, _ in cuts]
+        found: list = []
+        _guards(node.body, {}, found)
+        inner_of = {id(g): inner for g, inner in found}
+        for g in guards:
+            if collect_vars(g.condition) & set(inner_of[id(g)]):
+                return None
+        if not _writes_only_inside(node.body, guards):
+            return None
+        p = cuts[0][1]
+        for _, q, _ in cuts[1:]:
+            p = emin(p, q)
+        body = _DropGuards(guards).visit(node.body)
+        kind = ForKind.SERIAL if node.kind == ForKind.VECTORIZED else node.kind
+        return rebuild(node, extent=self._clamp(p, node.extent), kind=kind,
+                       body=self.visit(body))
 
     def _clamp(self, p: E.PrimExpr, extent: E.PrimExpr) -> E.PrimExpr:
         return self.an.simplify(emax(emin(p, extent), E.IntImm(p.dtype, 0)))
@@ -163,6 +205,30 @@ class _Partition(Mutator):
                 continue
             cuts.append((guard, p, clamped))
         return cuts
+
+
+def _writes_only_inside(body: Stmt, guards: list[IfThenElse]) -> bool:
+    """Whether every store in ``body`` outside ``guards`` is to a buffer allocated in
+    ``body`` (skipping such iterations loses nothing)."""
+    skip = {id(g) for g in guards}
+    stored, allocated = set(), set()
+
+    def walk(n) -> None:
+        if id(n) in skip or isinstance(n, E.PrimExpr):
+            return
+        if isinstance(n, Store):
+            stored.add(n.buffer_var)
+        elif isinstance(n, Allocate):
+            allocated.add(n.buffer_var)
+        elif not isinstance(n, E.Node):
+            return
+        for f in getattr(n, "_fields", ()):
+            v = getattr(n, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                walk(x)
+
+    walk(body)
+    return stored <= allocated
 
 
 def loop_partition(stmt: Stmt, partition_const_loop: bool = True) -> Stmt:

@@ -4,7 +4,8 @@ Names and behaviour follow ``tvm.tir`` (and the ``te`` re-exports): ``if_then_el
 (only the taken branch is evaluated, so it may guard an out-of-bounds read), ``all``/``any``
 fold a list of conditions, math functions keep their argument's float dtype. ``call_packed``
 and ``call_extern`` call, from compiled code, a function registered in the Python runtime and
-a C function linked into the module (docs/extern.md).
+a C function linked into the module (docs/extern.md); ``call_pure_extern`` is a C function
+without side effects, ``call_intrin`` an intrinsic by its TVM or kiln name.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call, IntImm, PrimExpr, Select, StringImm
 from kiln.ir.op import (
-    call_intrin,
+    call_intrin as _call_intrin,
+)
+from kiln.ir.op import (
     cast,
     const,
     convert,
@@ -50,6 +53,10 @@ STACK_ARRAY = "tvm_stack_make_array"
 STACK_SHAPE = "tvm_stack_make_shape"
 #: the intrinsic of ``call_extern``: ``call_extern("c_function", args...)``
 EXTERN_CALL = "call_extern"
+#: the intrinsic of ``call_pure_extern``: a ``call_extern`` of a function without side effects
+PURE_EXTERN_CALL = "call_pure_extern"
+#: TVM's intrinsic names (after ``tir.``) that kiln spells differently
+_TVM_INTRINSICS = {"if_then_else": "tvm_if_then_else"}
 
 
 def if_then_else(cond, t, f) -> PrimExpr:
@@ -187,8 +194,21 @@ def max(a, b) -> PrimExpr:  # noqa: A001
     return emax(a, b)
 
 
-def call_pure_extern(dtype: str, name: str, *args) -> PrimExpr:
-    return Call(dtype, name, [convert(a) for a in args])
+def call_intrin(dtype: str, func_name: str, *args) -> PrimExpr:
+    """``tvm.tir.call_intrin``: the intrinsic ``func_name`` of ``args``, of type ``dtype``.
+    TVM's op names (``"tir.exp"``, ``"tir.if_then_else"``) and kiln's (``"exp"``) are both
+    accepted; the backend says at build time when it lacks the intrinsic."""
+    name = func_name.removeprefix("tir.")
+    return _call_intrin(dtype, _TVM_INTRINSICS.get(name, name), *args)
+
+
+def call_pure_extern(dtype: str, func_name: str, *args) -> PrimExpr:
+    """``tvm.tir.call_pure_extern``: call the C (or CUDA device) function ``func_name``,
+    which has no side effects, returning ``dtype``: ``call_pure_extern("float32", "expf",
+    x)`` is the C ``expf(x)``, ``"__expf"`` CUDA's fast exponential. As for ``call_extern``,
+    the function must be declared in the generated code (libm's are; others through
+    ``pragma_import_c``, docs/extern.md)."""
+    return _extern(PURE_EXTERN_CALL, dtype, func_name, args)
 
 
 def call_packed(func_name: str, *args) -> PrimExpr:
@@ -208,10 +228,15 @@ def call_extern(dtype: str, func_name: str, *args) -> PrimExpr:
     returning ``dtype``. A Buffer argument is passed as its data pointer. The function must
     be declared in the generated C: libc/libm functions are, others are declared (or defined)
     with the ``pragma_import_c`` attribute (docs/extern.md)."""
+    return _extern(EXTERN_CALL, dtype, func_name, args)
+
+
+def _extern(op: str, dtype: str, func_name: str, args: tuple) -> PrimExpr:
+    """``op("func_name", args...)``, a Buffer argument passed as its data pointer."""
     if not isinstance(func_name, str):
-        raise TypeError(f"call_extern: the function name must be a str, got {func_name!r}")
+        raise TypeError(f"{op}: the function name must be a str, got {func_name!r}")
     call_args = [a.data if isinstance(a, Buffer) else _packed_arg(a) for a in args]
-    return Call(dt.normalize(dtype), EXTERN_CALL, [StringImm(func_name), *call_args])
+    return Call(dt.normalize(dtype), op, [StringImm(func_name), *call_args])
 
 
 def _packed_arg(a) -> PrimExpr:

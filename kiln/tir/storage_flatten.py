@@ -9,8 +9,10 @@ bound inference gave it (extents widened to a constant upper bound where the ana
 one, so an allocation inside a loop has a fixed size), indexed relative to the region's start.
 As in TVM, a buffer whose size does not fit in int32 (``index_dtype`` of its shape) is indexed
 in int64 even where its indices are int32: ``a[((int64(i)*70000) + int64(j))]``. A
-``buffer_bind_scope`` attribute (a ``te.extern`` placeholder bound to a tensor) is resolved:
-the buffer's data pointer becomes the tensor's storage, which must be the whole tensor.
+``buffer_bind_scope`` attribute (a ``te.extern`` placeholder bound to a whole tensor, a
+tensor intrinsic's buffer bound to a region by ``tensorize``) is resolved: the buffer's data
+pointer becomes the tensor's storage, and its symbolic shape, strides and ``elem_offset``
+the region's (substituted; constant ones must match).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kiln.errors import TVMError
 from kiln.ir.expr import IntImm, Load, PrimExpr, Var
 from kiln.ir.functor import Mutator, substitute
 from kiln.ir.op import convert, floordiv, index_dtype, widen
-from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, LetStmt, Store
+from kiln.ir.stmt import Allocate, AttrStmt, Buffer, For, Store
 
 #: the attribute binding a declared buffer to a tensor's storage (``te.extern``'s body)
 BUFFER_BIND_SCOPE = "buffer_bind_scope"
@@ -76,34 +78,49 @@ class _Flattener(Mutator):
         if node.attr_key == "thread_extent":
             self.analyzer.bind(node.node.var, _range(IntImm("int32", 0), node.value))
         if node.attr_key == BUFFER_BIND_SCOPE:
-            return self._bind_buffer(*node.node, node.body)
+            buf, tensor = node.node
+            bounds = node.value.args
+            region = [(bounds[k], bounds[k + 1]) for k in range(0, len(bounds), 2)]
+            return self._bind_buffer(buf, tensor, region, node.body)
         return self.generic_visit(node)
 
-    def _bind_buffer(self, buf: Buffer, tensor, body):
-        """``body`` with the declared buffer ``buf`` (a te.extern placeholder) standing for
-        the whole storage of ``tensor``: its data pointer replaced by the tensor's, and its
-        symbolic strides and element offset bound by ``LetStmt``."""
+    def _bind_buffer(self, buf: Buffer, tensor, region: list[tuple[PrimExpr, PrimExpr]],
+                     body):
+        """``body`` with the declared buffer ``buf`` standing for the ``region`` ((min,
+        extent) per dimension) of ``tensor``'s storage: its data pointer replaced by the
+        tensor's, its shape, strides and element offset by the region's (symbolic ones
+        substituted, constant ones checked). Leading dimensions of the region beyond the
+        buffer's must have extent 1 (a ``[1, n]`` region binds an ``[n]`` buffer)."""
         e = self._entry(tensor)
-        if buf.dtype != e.dtype or not all(_is_zero(m) for m in e.mins):
-            raise TVMError(
-                f"buffer '{buf.name}' is bound to tensor '{tensor.name}', but the tensor's "
-                f"storage is not the whole {e.dtype} tensor the {buf.dtype} buffer expects")
-        lets: list[tuple[Var, PrimExpr]] = []
-        declared = buf.dense_strides()
-        for want, have in zip(declared, e.strides, strict=True):
-            if isinstance(want, Var):
-                lets.append((want, have))
+        where = f"buffer '{buf.name}' bound to tensor '{tensor.name}'"
+        lead = len(region) - len(buf.shape)
+        if buf.dtype != e.dtype or lead < 0 or not all(
+                self.analyzer.can_prove(extent == 1) for _, extent in region[:lead]):
+            raise TVMError(f"{where}: the {buf.dtype} buffer of shape {list(buf.shape)} does "
+                           f"not fit the {e.dtype} region of extents "
+                           f"{[extent for _, extent in region]}")
+        values: dict[Var, PrimExpr] = {}
+        checks = list(zip(buf.shape, [extent for _, extent in region[lead:]], strict=True))
+        checks += zip(buf.dense_strides(), e.strides[lead:], strict=True)
+        offset = self.analyzer.simplify(e.flat_index([lo for lo, _ in region]))
+        declared = _offset(buf)
+        checks.append((IntImm(offset.dtype, 0) if declared is None else declared, offset))
+        for want, have in checks:
+            if isinstance(want, Var) and want not in values:
+                values[want] = have
             elif not self.analyzer.can_prove(convert(want).equal(have)):
                 raise TVMError(
-                    f"buffer '{buf.name}' is bound to tensor '{tensor.name}', whose strides "
-                    f"({', '.join(map(str, e.strides))}) differ from the buffer's; declare the "
-                    f"buffer with symbolic strides, or drop storage_align on '{tensor.name}'")
-        if isinstance(buf.elem_offset, Var):
-            lets.append((buf.elem_offset, IntImm(buf.elem_offset.dtype, 0)))
-        out = substitute(self.visit(body), {buf.data: e.data})
-        for var, value in reversed(lets):
-            out = LetStmt(var, value, out)
-        return out
+                    f"{where}: the buffer declares {want} where the tensor's region has "
+                    f"{self.analyzer.simplify(have)} (shape, strides or element offset); "
+                    f"declare the buffer with symbolic strides (strides=[te.var(), 1]) and "
+                    f"an element offset (offset_factor=1) to bind it to any region")
+        factor = buf.offset_factor
+        if factor > 1 and isinstance(buf.elem_offset, Var) and \
+                self.analyzer.can_prove(offset % factor != 0):
+            raise TVMError(f"{where}: the region starts at element offset {offset}, not a "
+                           f"multiple of the buffer's offset_factor {factor}")
+        values[buf.data] = e.data
+        return substitute(self.visit(body), values)
 
     def visit_ProducerRealize(self, node):
         t = node.producer
@@ -143,10 +160,6 @@ class _Flattener(Mutator):
         e = self._entry(node.producer)
         indices = [self.visit(i) for i in node.indices]
         return Load(node.dtype, e.data, self.analyzer.simplify(e.flat_index(indices)))
-
-
-def _is_zero(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
 
 
 def _offset(buf: Buffer) -> PrimExpr | None:

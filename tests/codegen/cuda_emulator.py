@@ -143,8 +143,10 @@ class Emulated:
         lines = [ln for ln in src.splitlines()
                  if not ln.startswith(("#include <cuda_fp16.h>", "#define INFINITY",
                                        "#define NAN"))]
+        # the launchers of every kernel of the module: its functions share one compiled build
+        kernels = [k for f in mod.functions for k in mod.get_function(f).split.kernels]
         full = _PRELUDE + "\n".join(lines) + "\n\n" + "\n\n".join(_launcher(k)
-                                                               for k in sp.kernels) + "\n"
+                                                               for k in kernels) + "\n"
         lib = _compile(full)
         self.host = HostFunction(sp, _EmuDevice(lib, sp.kernels))
         self._keep: list = []

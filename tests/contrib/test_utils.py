@@ -41,7 +41,8 @@ def tvm_alias():
     alias.uninstall_as_tvm()
 
 
-@pytest.mark.parametrize("name", ["cc", "clang", "nvcc", "download", "utils"])
+@pytest.mark.parametrize("name", ["cc", "clang", "nvcc", "download", "utils", "cblas", "mkl",
+                                  "cublas", "cudnn"])
 def test_importable_under_the_alias(tvm_alias, name):
     mod = importlib.import_module(f"tvm.contrib.{name}")
     assert mod is importlib.import_module(f"kiln.contrib.{name}")

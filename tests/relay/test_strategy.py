@@ -52,9 +52,12 @@ def test_hand_schedule_without_a_tuned_record():
     assert [t.name for t in impl.args[:-1]] == [f"p{k}" for k in range(len(impl.inputs))]
 
 
-def test_generic_schedule_on_a_target_without_hand_schedules():
-    impl = strategy.select_implementation(_conv_group(), "k", Target("cuda"))
-    assert impl.schedule_name == "generic"
+def test_gpu_target_schedules_from_topi_cuda():
+    # a CPU group (NCHWc) on cuda: topi.cuda has no schedule named for conv2d_NCHWc, so the
+    # group gets one thread per output (tests/relay/test_cuda_build.py: the GPU ladder)
+    with Target("cuda"):
+        impl = strategy.select_implementation(_conv_group(), "k", Target("cuda"))
+    assert impl.schedule_name == "topi.cuda"
 
 
 @pytest.mark.parametrize("error", [ScheduleError("split factor does not divide"),
@@ -95,6 +98,7 @@ def test_schedule_bug_surfaces_from_relay_build(monkeypatch, error):
 
 
 def test_generic_schedule_errors_propagate(monkeypatch):
+    monkeypatch.setattr(topi.x86, "schedule_auto", _raise(ScheduleError("x86")))
     monkeypatch.setattr(topi.generic, "schedule_auto", _raise(ScheduleError("generic")))
     with pytest.raises(ScheduleError, match="generic"):
-        strategy.select_implementation(_conv_group(), "k", Target("cuda"))
+        strategy.select_implementation(_conv_group(), "k", Target("llvm"))

@@ -2,10 +2,11 @@
 
 The tier (``pytest -m sanitize``; CI runs it as part of the suite) runs the book's CPU
 programs (the assignment's conv1d schedule variants apart: its baseline stays), a sample of
-topi operators, the schedule property test and the ONNX model tests in
-a child pytest with the AddressSanitizer runtime preloaded and ``KILN_SANITIZE=address,
-undefined`` (so kiln's bound checks are on too): every kernel is built with ASan and UBSan,
-and any report ends the child with a failure. Programs that compile CUDA with NVRTC are left
+topi operators, the schedule property test, the CPU tests of the extern, scan and
+hybrid-script operations and the ONNX model tests in a child pytest with the
+AddressSanitizer runtime preloaded and ``KILN_SANITIZE=address,undefined`` (so kiln's bound
+checks are on too): every kernel is built with ASan and UBSan, and any report ends the child
+with a failure. Programs that compile CUDA with NVRTC are left
 out: NVRTC cannot find its builtins library when ASan intercepts ``dlopen``, and ASan does
 not see device memory anyway.
 """
@@ -29,7 +30,7 @@ from kiln.runtime.compiler import compiler_env
 REPO = Path(__file__).resolve().parents[2]
 _NOT_SLOW = "not slow and not gpu"
 
-#: the tier: group -> the child pytest's arguments (about 2.5 CPU-minutes in all, 80 s on
+#: the tier: group -> the child pytest's arguments (about 2.7 CPU-minutes in all, 90 s on
 #: two workers)
 TIER: dict[str, list[str]] = {
     "book": ["tests/book", "-m", _NOT_SLOW, "--ignore", "tests/book/test_assignment_gpu.py",
@@ -39,6 +40,8 @@ TIER: dict[str, list[str]] = {
                               "-k", "not test_broadcast_binary or sa0-sb0"],
     "topi_dense_pool_norm": ["tests/topi/test_dense_pool_norm.py", "-m", _NOT_SLOW],
     "schedule_property": ["tests/te/test_schedule_property.py"],
+    "extern_scan_hybrid": ["tests/te/test_extern.py", "tests/te/test_scan.py",
+                           "tests/te/test_hybrid.py", "-m", _NOT_SLOW, "-k", "not cuda"],
     "models": ["tests/relay/test_onnx_e2e.py", "-m", _NOT_SLOW],
 }
 #: what a sanitizer report starts with

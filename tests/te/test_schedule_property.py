@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import kiln
 from kiln import te
 from kiln.arith import evaluate
+from kiln.te.split_tail import legal_tails
 
 #: seconds any drawn schedule may take to build (lowering, target passes, C compiler)
 BUILD_BUDGET_S = 20.0
@@ -100,7 +101,8 @@ def _free(stage) -> list:
 
 
 def _loop_primitives(draw, stage, log) -> None:
-    """0-4 of split (factor or nparts), tile, fuse, reorder, unroll, pragma on ``stage``."""
+    """0-4 of split (factor or nparts, with any legal tail strategy), tile, fuse, reorder,
+    unroll, pragma on ``stage``."""
     for _ in range(draw(st.integers(0, 4))):
         leaves = stage.leaf_iter_vars
         action = draw(st.sampled_from(
@@ -108,11 +110,12 @@ def _loop_primitives(draw, stage, log) -> None:
         if action in ("split", "split_nparts"):
             iv = draw(st.sampled_from(leaves))
             f = draw(st.integers(1, 9))
+            tail = draw(st.sampled_from([None, "auto", *legal_tails(stage, iv)]))
             if action == "split":
-                stage.split(iv, factor=f)
+                stage.split(iv, factor=f, tail=tail)
             else:
-                stage.split(iv, nparts=f)
-            log.append(f"{action}({iv.var.name}, {f})")
+                stage.split(iv, nparts=f, tail=tail)
+            log.append(f"{action}({iv.var.name}, {f}, tail={tail!r})")
         elif action == "tile" and len(leaves) >= 2:
             k = draw(st.integers(0, len(leaves) - 2))
             fx, fy = draw(st.integers(1, 9)), draw(st.integers(1, 9))

@@ -1,6 +1,7 @@
-"""``autotvm.measure``: compile and time candidates in worker processes (local.py) or on
-RPC servers (remote.py)."""
+"""``autotvm.measure``: compile and time candidates in worker processes (local.py), on
+RPC servers (remote.py) or on a Dask cluster (dask.py)."""
 
+from .dask import DaskBuilder, DaskRunner
 from .local import LocalBuilder, LocalRunner
 from .measure import (
     Builder,
@@ -16,6 +17,7 @@ from .measure import (
 from .remote import RPCRunner, check_remote, request_remote
 
 __all__ = ["LocalBuilder", "LocalRunner", "RPCRunner", "request_remote", "check_remote",
+           "DaskBuilder", "DaskRunner",
            "Builder",
            "BuildResult", "MeasureBatch", "MeasureErrorNo", "MeasureInput", "MeasureResult",
            "Runner", "create_measure_batch", "measure_option"]

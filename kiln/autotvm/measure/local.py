@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..task.space import FallbackConfigEntity, InstantiationError
+from .cuda import CANDIDATE_SUFFIX, build_target, is_cuda_target, load_candidate, save_candidate
 from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, Runner
 from .worker import Worker, describe_exit
 
@@ -60,8 +61,11 @@ def tensor_arg_info(args) -> tuple:
     return tuple(info)
 
 
-def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
-    """Instantiate and compile one candidate (run in a forked child)."""
+def build_candidate(inp: MeasureInput, build_dir: str, build_kwargs: dict | None = None
+                    ) -> BuildResult:
+    """Instantiate and compile one candidate (run in a forked child). A CUDA candidate is
+    compiled for the runner's GPU (``build_kwargs["arch"]``) and saved to a file of its own
+    (:func:`~kiln.autotvm.measure.cuda.save_candidate`)."""
     from kiln.driver import build
 
     os.environ["KILN_CACHE_DIR"] = build_dir
@@ -75,13 +79,18 @@ def build_candidate(inp: MeasureInput, build_dir: str) -> BuildResult:
     except Exception:  # noqa: BLE001 - any template failure is this candidate's error
         return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR,
                            traceback.format_exc(), time.perf_counter() - start)
+    on_gpu = is_cuda_target(inp.target)
     try:
-        mod = build(sch, args, target=str(inp.target or "llvm"))
+        if on_gpu:
+            mod = build(sch, args, target=build_target(inp.target, build_kwargs or {}))
+            path = save_candidate(mod, build_dir)
+        else:
+            path = build(sch, args, target=str(inp.target or "llvm")).library_path
     except Exception:  # noqa: BLE001
-        return BuildResult(None, info, MeasureErrorNo.COMPILE_HOST, traceback.format_exc(),
+        errno = MeasureErrorNo.COMPILE_DEVICE if on_gpu else MeasureErrorNo.COMPILE_HOST
+        return BuildResult(None, info, errno, traceback.format_exc(),
                            time.perf_counter() - start)
-    return BuildResult(mod.library_path, info, MeasureErrorNo.NO_ERROR, None,
-                       time.perf_counter() - start)
+    return BuildResult(path, info, MeasureErrorNo.NO_ERROR, None, time.perf_counter() - start)
 
 
 def _child_main(conn, fn, args) -> None:
@@ -149,6 +158,19 @@ def fork_map(fn: Callable, items: list[tuple], n_parallel: int, timeout: float
     return results
 
 
+def build_outcome(status: str, value: Any, seconds: float, timeout: float) -> BuildResult:
+    """The BuildResult of one :func:`fork_map` item of :func:`build_candidate`."""
+    if status == "ok":
+        return value
+    if status == "timeout":
+        return BuildResult(None, (), MeasureErrorNo.BUILD_TIMEOUT,
+                           f"build timed out after {timeout:g} s", seconds)
+    if status == "crash":
+        return BuildResult(None, (), MeasureErrorNo.COMPILE_HOST,
+                           f"build process died ({describe_exit(value)})", seconds)
+    return BuildResult(None, (), MeasureErrorNo.UNKNOWN_ERROR, value, seconds)
+
+
 class LocalBuilder(Builder):
     """Compile candidates in forked child processes, ``n_parallel`` at once (default: the
     number of CPUs), each killed after ``timeout`` seconds."""
@@ -164,8 +186,8 @@ class LocalBuilder(Builder):
         self.n_parallel = int(n_parallel or os.cpu_count() or 1)
         self.build_dir: str | None = None
 
-    def set_task(self, task) -> None:
-        super().set_task(task)
+    def set_task(self, task, build_kwargs: dict | None = None) -> None:
+        super().set_task(task, build_kwargs)
         if self.build_dir is None:
             self.build_dir = tempfile.mkdtemp(prefix="kiln-autotvm-build-")
 
@@ -174,25 +196,14 @@ class LocalBuilder(Builder):
             self.build_dir = tempfile.mkdtemp(prefix="kiln-autotvm-build-")
         for inp in measure_inputs:
             target = str(inp.target or "llvm").split()[0]
-            if target not in ("llvm", "c"):
+            if target not in ("llvm", "c", "cuda", "nvptx"):
                 raise NotImplementedError(f"LocalBuilder: tuning for target {target!r} is not "
-                                          "supported yet (CPU targets only)")
-        outs = fork_map(build_candidate, [(inp, self.build_dir) for inp in measure_inputs],
+                                          "supported (llvm, c and cuda are)")
+        outs = fork_map(build_candidate, [(inp, self.build_dir, self.build_kwargs)
+                                          for inp in measure_inputs],
                         self.n_parallel, self.timeout)
-        results = []
-        for status, value, secs in outs:
-            if status == "ok":
-                results.append(value)
-            elif status == "timeout":
-                results.append(BuildResult(None, (), MeasureErrorNo.BUILD_TIMEOUT,
-                                           f"build timed out after {self.timeout:g} s", secs))
-            elif status == "crash":
-                results.append(BuildResult(None, (), MeasureErrorNo.COMPILE_HOST,
-                                           f"build process died ({describe_exit(value)})",
-                                           secs))
-            else:
-                results.append(BuildResult(None, (), MeasureErrorNo.UNKNOWN_ERROR, value, secs))
-        return results
+        return [build_outcome(status, value, secs, self.timeout)
+                for status, value, secs in outs]
 
     def close(self) -> None:
         if self.build_dir is not None:
@@ -265,12 +276,20 @@ def reference_outputs(mod, dev, arg_info) -> dict[str, np.ndarray]:
     return save
 
 
+def load_built(path: str):
+    """``(module, device)`` of a built candidate: a shared library run on this CPU (device
+    None), or a saved CUDA candidate run on ``cuda(0)``."""
+    from kiln.runtime import load_module
+
+    if path.endswith(CANDIDATE_SUFFIX):
+        return load_candidate(path)
+    return load_module(path), None
+
+
 def reference_run(lib_path: str, arg_info, out_path: str) -> None:
     """Run a trusted library once on random inputs; save inputs and outputs to ``out_path``
     (``arg0``, ``arg1``, ... and ``out0``, ... for the output arguments)."""
-    from kiln.runtime import load_module
-
-    np.savez(out_path, **reference_outputs(load_module(lib_path), None, arg_info))
+    np.savez(out_path, **reference_outputs(*load_built(lib_path), arg_info))
 
 
 def ref_func_reference(task, ref_func: Callable, path: str) -> str:
@@ -329,11 +348,9 @@ def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_
                   ref_path: str | None, rtol: float, atol: float) -> tuple[str, Any]:
     """Check (against the reference, if any) and time one library. Returns ``("ok",
     costs)``, ``("wrong", message)`` or raises."""
-    from kiln.runtime import load_module
-
-    mod = load_module(lib_path)
+    mod, dev = load_built(lib_path)
     arrays, ref = _load_inputs(arg_info, ref_path)
-    return check_and_time(mod, None, arg_info, arrays, ref, number, repeat, min_repeat_ms,
+    return check_and_time(mod, dev, arg_info, arrays, ref, number, repeat, min_repeat_ms,
                           rtol, atol)
 
 
@@ -353,6 +370,20 @@ def run_result(kind: str, value: Any, seconds: float) -> MeasureResult:
 def build_failure_result(build: BuildResult) -> MeasureResult:
     """The MeasureResult of a candidate that did not build (its build error, unchanged)."""
     return MeasureResult((build.error,), int(build.error_no), build.time_cost, time.time())
+
+
+def worker_run_result(status: str, value: Any, seconds: float, timeout: float
+                      ) -> MeasureResult:
+    """The MeasureResult of a :meth:`Worker.call` of :func:`run_candidate` that ended as
+    ``status`` with ``value``, ``timeout`` seconds allowed."""
+    if status == "ok":
+        return run_result(value[0], value[1], seconds)
+    if status == "timeout":
+        return run_result("timeout", f"run timed out after {timeout:g} s", seconds)
+    if status == "crash":
+        return run_result("crash", f"the kernel crashed the worker ({describe_exit(value)})",
+                          seconds)
+    return run_result("error", _last_line(value), seconds)
 
 
 def set_measure_settings(runner, timeout, number, repeat, min_repeat_ms, cooldown_interval,
@@ -383,6 +414,7 @@ class LocalRunner(Runner):
         self._worker: Worker | None = None
         self._dir: str | None = None
         self.ref_path: str | None = None
+        self.cuda_device: dict = {}  # the GPU of a CUDA task (get_build_kwargs), {} if none
 
     # ---- reference ----
     def set_task(self, task, builder) -> None:
@@ -394,6 +426,18 @@ class LocalRunner(Runner):
             self._dir = tempfile.mkdtemp(prefix="kiln-autotvm-run-")
         if self.check_correctness:
             self.ref_path = self._make_reference(task, builder)
+
+    def get_build_kwargs(self, task) -> dict:
+        """For a CUDA task, the GPU the worker times on (its architecture and limits, see
+        :func:`~kiln.autotvm.measure.cuda.device_build_kwargs`); ``{}`` otherwise."""
+        if not is_cuda_target(task.target):
+            return {}
+        if self._worker is None:
+            self._worker = Worker(preload=_PRELOAD)
+        status, value = self._worker.call("kiln.autotvm.measure.cuda", "device_build_kwargs",
+                                          timeout=max(self.timeout, 60.0))
+        self.cuda_device = value if status == "ok" else {}
+        return self.cuda_device
 
     def _make_reference(self, task, builder) -> str | None:
         path = os.path.join(self._dir, f"reference-{id(task):x}.npz")
@@ -429,16 +473,9 @@ class LocalRunner(Runner):
                 (build.filename, build.arg_info, self.number, self.repeat, self.min_repeat_ms,
                  self.ref_path, self.rtol, self.atol), timeout=self.timeout)
             secs = time.perf_counter() - start + build.time_cost
-            if status == "ok":
-                res = run_result(value[0], value[1], secs)
-            elif status == "timeout":
-                res = run_result("timeout", f"run timed out after {self.timeout:g} s", secs)
-            elif status == "crash":
-                res = run_result("crash", f"the kernel crashed the worker "
-                                 f"({describe_exit(value)})", secs)
-            else:
-                res = run_result("error", _last_line(value), secs)
-            out.append(res)
+            out.append(worker_run_result(status, value, secs, self.timeout))
+            if status == "error" and self.cuda_device:
+                self._worker.kill()  # a faulting kernel leaves the CUDA context unusable
             if self.cooldown_interval:
                 time.sleep(self.cooldown_interval)
         return out

@@ -76,8 +76,11 @@ class Builder:
 
     n_parallel = 1
 
-    def set_task(self, task) -> None:
+    def set_task(self, task, build_kwargs: dict | None = None) -> None:
+        """Build candidates of ``task``; ``build_kwargs`` are what the runner says of its
+        device (:meth:`Runner.get_build_kwargs`)."""
         self.task = task
+        self.build_kwargs = dict(build_kwargs or {})
 
     def build(self, measure_inputs) -> list[BuildResult]:
         raise NotImplementedError
@@ -88,6 +91,11 @@ class Builder:
 
 class Runner:
     """Times built candidates (base class)."""
+
+    def get_build_kwargs(self, task) -> dict:
+        """What the builder must know of the device that times ``task``'s candidates
+        (a GPU's architecture); none by default."""
+        return {}
 
     def set_task(self, task, builder: Builder) -> None:
         self.task = task
@@ -127,7 +135,7 @@ class MeasureBatch:
         self.builder: Builder = option["builder"]
         self.runner: Runner = option["runner"]
         self.n_parallel = max(1, int(getattr(self.builder, "n_parallel", 1)))
-        self.builder.set_task(task)
+        self.builder.set_task(task, self.runner.get_build_kwargs(task))
         self.runner.set_task(task, self.builder)
 
     def __call__(self, measure_inputs) -> list[MeasureResult]:

@@ -12,6 +12,7 @@ explores (``task.config_space``) and a log records (``task.workload``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import threading
@@ -138,19 +139,28 @@ class Task:
 
     def instantiate(self, config=None):
         """``(schedule, args)`` of the template under ``config``; without one, under the
-        current dispatch context (the best tuned config inside ``apply_history_best``)."""
+        current dispatch context (the best tuned config inside ``apply_history_best``). A
+        task of a GPU target runs the template under that target when no target is current
+        (its thread and shared-memory limits; its records are the ``cuda`` family's)."""
         if self.func is None:
             raise RuntimeError(f"no template named {self.name!r} is registered in this process "
                                "(import the module that defines it)")
         args = _workload_to_args(self.args)
-        if config is None:
-            return self.func(*args)
-        with ApplyConfig(config):
+        with contextlib.ExitStack() as scope:
+            if self.target is not None and not self.target.is_cpu and Target.current() is None:
+                scope.enter_context(self.target)  # a GPU template's limits and record family
+            if config is not None:
+                scope.enter_context(ApplyConfig(config))
             return self.func(*args)
 
     def __repr__(self) -> str:
         size = len(self.config_space) if self.config_space is not None else "?"
         return f"Task(func_name={self.name}, args={self.args}, space={size})"
+
+    def __getstate__(self) -> dict:
+        """Pickled (for a Dask worker) with its arguments in workload form, as in TVM: IR
+        nodes do not pickle; :meth:`instantiate` makes placeholders of them again."""
+        return {**self.__dict__, "args": args_to_workload(self.args)}
 
 
 def create(task_name, args, target="llvm", target_host=None) -> Task:

@@ -12,8 +12,12 @@ from .. import tag
 
 
 def relu(x):
-    """``max(x, 0)``."""
-    return te.compute(x.shape, lambda *i: tir.max(x(*i), make_const(0, x.dtype)),
+    """``max(0, x)``, keeping a NaN input NaN as numpy, onnxruntime and PyTorch do.
+
+    ``tir.max(a, b)`` is ``a > b ? a : b``, which returns its second operand on a NaN: with
+    ``x`` second a NaN is kept (``max(x, 0)`` would map it to 0). One use of ``x``, so a
+    fused producer is not duplicated, and one compare and one blend per vector."""
+    return te.compute(x.shape, lambda *i: tir.max(make_const(0, x.dtype), x(*i)),
                       name="T_relu", tag=tag.ELEMWISE)
 
 

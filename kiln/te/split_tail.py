@@ -1,0 +1,201 @@
+"""Tail strategies of a split whose factor may not divide the extent (issue 19).
+
+``s[C].split(i, factor=8, tail=...)`` chooses how the iterations past the extent ``n`` of
+``i`` are handled; the loop nests below are for ``C[i] = A[i]*2`` (docs/dynamic.md shows them
+lowered side by side):
+
+* ``None`` (the default): the ``likely`` guard, which ``kiln.tir.loop_partition`` cuts into
+  guard-free full tiles and a guarded tail (unless ``partition_const_loop`` is off for a
+  constant extent), exactly as before this option existed.
+* ``"guard"``: one loop nest, ``if (likely(i.outer*8 + i.inner < n))`` in every iteration;
+  ``loop_partition`` leaves its loops alone (the smallest code).
+* ``"partition"``: the guard, and its loops are always cut, even for a constant extent with
+  ``partition_const_loop`` off::
+
+      for (i.outer, 0, floordiv(n, 8)) { for (i.inner, 0, 8) { C[...] = ... } }
+      for (i.outer, floordiv(n, 8), ...) { for (i.inner, 0, 8) { if (likely(...)) ... } }
+
+* ``"predicate"``: partitioned as above, and in the tail the guard becomes the bound of the
+  inner loop, a remainder loop with no test (the masked tail of a vectorized loop; a scalar
+  loop in C)::
+
+      for (i.outer, floordiv(n, 8), ...) { for (i.inner, 0, (n - (i.outer*8))) { ... } }
+
+* ``"shift_inwards"`` (Halide's ShiftInwards): the last tile moves back to end at ``n`` and
+  overlaps the one before it, so every tile is full and no test is left::
+
+      for (i.outer, 0, floordiv((n + 7), 8)) { for (i.inner, 0, 8) {
+        C[(min((i.outer*8), (n - 8)) + i.inner)] = ... } }
+
+  Elements of the overlap are computed twice, so the stage must be a pure ``te.compute``
+  with no reduction (a reduced element computed twice would be reset and summed again:
+  ScheduleError). An extent below the factor has no full tile: a constant one falls back to
+  the default guard; a symbolic one gets both nests, ``if (8 <= n) {shifted} else
+  {default}``.
+* ``"pad"``: the stage's buffer is rounded up to whole tiles and the last tile stores into
+  the padding with no test; its values are computed at the last element (the axis clamped
+  to ``n - 1``), so that nothing past an input's end is read. Only for an intermediate that
+  kiln allocates (not an output nor an argument: ScheduleError) and a split of one of the
+  operation's data-parallel axes.
+* ``"auto"``: ``kiln.cost.tail_choice`` lowers the candidates and keeps the one the cost model
+  predicts fastest.
+
+Guarantee: whatever the strategies, every element of the stage's region is stored with the
+value of the computation; only ``"shift_inwards"`` (same value twice) and ``"pad"`` (elements
+of the padding) store more.
+"""
+
+from __future__ import annotations
+
+from kiln.errors import ScheduleError
+from kiln.ir.expr import IterVar, PrimExpr, Range
+from kiln.ir.op import emin, floordiv
+
+from .schedule import Fuse, Split, Stage
+from .tensor import ComputeOp
+
+TAIL_STRATEGIES = ("guard", "partition", "predicate", "shift_inwards", "pad", "auto")
+
+
+def check_tail(stage: Stage, parent: IterVar, tail: str) -> None:
+    """Raise ScheduleError, at ``split``, when ``tail`` is unknown or illegal for ``parent``."""
+    where = f"split on stage '{stage.name}', axis '{parent.var.name}'"
+    if tail not in TAIL_STRATEGIES:
+        raise ScheduleError(f"{where}: unknown tail strategy {tail!r}; use one of "
+                            f"{', '.join(map(repr, TAIL_STRATEGIES))}")
+    if tail == "shift_inwards":
+        if parent.iter_type == IterVar.CommReduce or not isinstance(stage.op, ComputeOp) \
+                or stage.op.reduce_axis:
+            raise ScheduleError(
+                f"{where}: tail='shift_inwards' computes the elements where the last two tiles "
+                f"overlap twice, which is legal only for a pure te.compute without reduction "
+                f"('{stage.name}' reduces into its output); use tail='partition' or "
+                f"'predicate'")
+    if tail == "pad":
+        if stage.is_output:
+            raise ScheduleError(
+                f"{where}: tail='pad' rounds the stage's buffer up to whole tiles; "
+                f"'{stage.name}' is an output of the schedule, whose buffer the caller "
+                f"allocates. Use tail='partition', 'predicate' or 'shift_inwards'")
+        if not isinstance(stage.op, ComputeOp) or parent not in stage.op.axis:
+            raise ScheduleError(
+                f"{where}: tail='pad' applies to a split of one of the operation's "
+                f"data-parallel axes (s[{stage.name}].op.axis)")
+
+
+def legal_tails(stage: Stage, axis: IterVar) -> list[str]:
+    """The tail strategies ``split`` accepts for ``axis`` of ``stage``, "auto" left out: the
+    candidates of an AutoTVM knob, ``cfg.define_knob("tail", legal_tails(s[C], x))`` and then
+    ``s[C].split(x, factor=cfg["tile"].val, tail=cfg["tail"].val)``."""
+    out = []
+    for tail in TAIL_STRATEGIES[:-1]:
+        try:
+            check_tail(stage, axis, tail)
+        except ScheduleError:
+            continue
+        out.append(tail)
+    return out
+
+
+def check_pad_allocated(stage: Stage, arg_tensors) -> None:
+    """Raise ScheduleError when a padded stage's tensor is a function argument (found only
+    when lowering: the argument list is given then)."""
+    if any(rel.strategy == "pad" for rel in _splits(stage)) and \
+            any(t in arg_tensors for t in stage.op.outputs):
+        raise ScheduleError(
+            f"split on stage '{stage.name}': tail='pad' rounds the buffer of '{stage.name}' "
+            f"up to whole tiles, but it is an argument of the function (its caller allocates "
+            f"it); leave it out of the arguments or use another tail strategy")
+
+
+def _splits(stage: Stage) -> list[Split]:
+    return [rel for rel in stage.relations if isinstance(rel, Split)]
+
+
+def governing_split(stage: Stage, iv: IterVar) -> Split | None:
+    """The first split below ``iv`` (through fusions): the one whose tail may overrun it."""
+    for rel in stage.relations:
+        if isinstance(rel, Split) and rel.parent is iv:
+            return rel
+        if isinstance(rel, Fuse) and iv in (rel.outer, rel.inner):
+            return governing_split(stage, rel.fused)
+    return None
+
+
+def _leaves_below(stage: Stage, iv: IterVar) -> list[IterVar]:
+    """The leaf loops that ``iv`` became through splits and fusions."""
+    if iv in stage.leaf_iter_vars:
+        return [iv]
+    for rel in stage.relations:
+        if isinstance(rel, Split) and rel.parent is iv:
+            return _leaves_below(stage, rel.outer) + _leaves_below(stage, rel.inner)
+        if isinstance(rel, Fuse) and iv in (rel.outer, rel.inner):
+            return _leaves_below(stage, rel.fused)
+    return []
+
+
+#: the loop annotation of a split's outer and inner leaves, per strategy
+_OUTER_INNER = {"guard": ("guard", "guard"), "partition": ("partition", None),
+                "predicate": ("partition", "remainder")}
+
+
+def loop_annotations(stage: Stage) -> dict[IterVar, str]:
+    """For each leaf loop of a split with an explicit guard, partition or predicate tail,
+    what ``loop_partition`` does with it (its ``For`` annotation
+    ``kiln.tir.loop_partition.TAIL_ANNOTATION``): "guard" (never cut), "partition" (always cut),
+    "remainder" (in the tail, the guard becomes the loop's bound). The outermost split
+    claims a leaf first."""
+    out: dict[IterVar, str] = {}
+    for rel in _splits(stage):
+        outer_inner = _OUTER_INNER.get(rel.strategy)
+        if outer_inner is None:
+            continue
+        for side, mark in zip((rel.outer, rel.inner), outer_inner, strict=True):
+            if mark is not None:
+                for leaf in _leaves_below(stage, side):
+                    out.setdefault(leaf, mark)
+    return out
+
+
+def guard_group(stage: Stage, iv: IterVar) -> str | None:
+    """The strategy whose guard checks root (or split parent) axis ``iv``: the strategy of
+    its governing split, None for the default guard."""
+    rel = governing_split(stage, iv)
+    return None if rel is None else rel.strategy
+
+
+def shift_splits(stage: Stage) -> list[Split]:
+    return [rel for rel in _splits(stage) if rel.strategy == "shift_inwards"]
+
+
+def shifted_base(outer: PrimExpr, factor: PrimExpr, extent: PrimExpr) -> PrimExpr:
+    """Where tile ``outer`` starts with the last tile shifted to end at ``extent``."""
+    return emin(outer * factor, extent - factor)
+
+
+def padded_extent(extent: PrimExpr, factor: PrimExpr) -> PrimExpr:
+    """``extent`` rounded up to whole tiles of ``factor``."""
+    return floordiv(extent + factor - 1, factor) * factor
+
+
+def padded_ranges(stage: Stage, ranges: dict[IterVar, Range], factor_of) -> list[Range]:
+    """The realize region of a stage whose padded axes are rounded up to whole tiles
+    (``factor_of(split)`` gives a split's inner extent)."""
+    out = []
+    for iv in stage.op.axis:
+        r = ranges[iv]
+        rel = governing_split(stage, iv)
+        if rel is not None and rel.strategy == "pad" and rel.parent is iv:
+            r = Range.from_min_extent(r.min, padded_extent(r.extent, factor_of(rel)))
+        out.append(r)
+    return out
+
+
+def pad_axes(stage: Stage) -> list[IterVar]:
+    return [rel.parent for rel in _splits(stage) if rel.strategy == "pad"]
+
+
+__all__ = ["TAIL_STRATEGIES", "check_tail", "legal_tails",
+           "check_pad_allocated",
+           "governing_split", "loop_annotations", "guard_group", "shift_splits",
+           "shifted_base", "padded_extent", "padded_ranges", "pad_axes"]
