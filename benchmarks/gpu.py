@@ -31,6 +31,8 @@ from benchmarks import common  # noqa: E402
 from benchmarks.common import load_example  # noqa: E402
 
 NAME = "gpu"
+#: the SGEMM schedule of examples/assignment/gemm_gpu.py's VARIANTS that the sweep found fastest
+BEST_SGEMM = "vthread_8x8_tk16_at"
 DESCRIPTION = ("CUDA: SGEMM, conv1d, depthwise(-separable), the book's conv vs PyTorch "
                "(needs a GPU)")
 
@@ -46,6 +48,13 @@ def workloads(quick: bool) -> list[dict[str, Any]]:
         s, A, B, C = gemm.make_gemm_gpu_scheduler(n, n, n)
         out.append({"key": f"sgemm.{n}", "label": f"SGEMM {n}³", "sched": s, "args": [A, B, C],
                     "flop": 2 * n**3, "torch": lambda t, x, y: t.matmul(x, y)})
+    # the fastest variant of the GPU sweep on an H200 (docs/cuda.md): 128 x 128 block tiles,
+    # 8 x 8 per thread over 2 x 2 virtual threads, A transposed in shared memory
+    n = 2048 if quick else 4096
+    s, A, B, C = gemm.VARIANTS[BEST_SGEMM](n, n, n)
+    out.append({"key": f"sgemm.{n}.{BEST_SGEMM}", "label": f"SGEMM {n}³, {BEST_SGEMM}",
+                "sched": s, "args": [A, B, C], "flop": 2 * n**3,
+                "torch": lambda t, x, y: t.matmul(x, y)})
     m, k = 4096, 128
     s, A, W, B = conv1d.make_conv1d_gpu_scheduler(m, k)
     out.append({"key": "conv1d.4096x128", "label": "conv1d 4096 * 128 (full)", "sched": s,
@@ -126,11 +135,20 @@ def copy_bandwidth(torch, nbytes: int = 1 << 30) -> float:
     x = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
     y = torch.empty_like(x)
     y.copy_(x)
-    t = statistics.median(_cuda_time(lambda: y.copy_(x), torch, 10) for _ in range(5))
+    t = statistics.median(cuda_time(lambda: y.copy_(x), torch, 10) for _ in range(5))
     return 2 * nbytes / t
 
 
-def _cuda_time(fn: Callable[[], Any], torch, number: int) -> float:
+def gpu_machine_info(torch, have_gpu: bool) -> dict[str, Any]:
+    """``common.machine_info()`` with the GPU's name where one was used."""
+    machine = common.machine_info()
+    if have_gpu:
+        machine["gpu"] = torch.cuda.get_device_name(0)
+    return machine
+
+
+def cuda_time(fn: Callable[[], Any], torch, number: int) -> float:
+    """Seconds per call of ``fn`` over ``number`` back-to-back calls, by CUDA events."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(number):
@@ -187,7 +205,7 @@ def _measure_kernel(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
     with torch.no_grad():
         for _ in range(repeat):
             kiln_t.append(timer(*arrays).mean)
-            torch_t.append(_cuda_time(lambda: w["torch"](torch, *ins), torch, 20))
+            torch_t.append(cuda_time(lambda: w["torch"](torch, *ins), torch, 20))
     k, t = statistics.median(kiln_t), statistics.median(torch_t)
     r = {"kiln_s": k, "torch_s": t, "kiln_gflops": w["flop"] / k / 1e9,
          "torch_gflops": w["flop"] / t / 1e9, "max_rel_err": err, "correct": err < 1e-3}
@@ -229,9 +247,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             w["key"], f"{w['label']} ({rate})", r["kiln_s"], "s", reference=r["torch_s"],
             reference_label="PyTorch",
             notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})"))
-    machine = common.machine_info()
-    if have_gpu:
-        machine["gpu"] = torch.cuda.get_device_name(0)
+    machine = gpu_machine_info(torch, have_gpu)
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
         details=details, started=started, duration_s=time.perf_counter() - t0,

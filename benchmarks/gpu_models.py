@@ -35,7 +35,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common, gpu  # noqa: E402
 
 NAME = "gpu_models"
 DESCRIPTION = ("CUDA: ResNet-18 and MobileNetV2 via relay.build vs PyTorch and onnxruntime "
@@ -247,9 +247,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             continue
         details[key].update(r)
         figures += _figures(key, label, compile_s, r, "")
-    machine = common.machine_info()
-    if have_gpu:
-        machine["gpu"] = torch.cuda.get_device_name(0)
+    machine = gpu.gpu_machine_info(torch, have_gpu)
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine,
         settings={"quick": quick, "tf32": False, "hw": HW, "batches": list(BATCHES)},

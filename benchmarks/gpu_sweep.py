@@ -141,9 +141,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         if best.get(workload, (0.0, None))[1] == name:
             f.notes = "fastest"
     details["fastest"] = {wl: name for wl, (_, name) in best.items()}
-    machine = common.machine_info()
-    if have_gpu:
-        machine["gpu"] = torch.cuda.get_device_name(0)
+    machine = gpu.gpu_machine_info(torch, have_gpu)
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
         details=details, started=started, duration_s=time.perf_counter() - t0,

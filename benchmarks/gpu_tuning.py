@@ -35,7 +35,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common, gpu  # noqa: E402
 
 NAME = "gpu_tuning"
 DESCRIPTION = "CUDA AutoTVM: tune ResNet-18 conv2d and SGEMM 4096, vs fallback and PyTorch"
@@ -128,16 +128,6 @@ def best_config(log: Path) -> str:
     return "; ".join(f"{cfg} ({cost * 1e3:.3f} ms)" for cfg, cost in best.values())
 
 
-def _cuda_time(fn: Callable[[], Any], torch, number: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(number):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / number
-
-
 def measure(task, log: Path, reference, torch, repeat: int) -> dict[str, Any]:
     """Fallback, tuned and PyTorch timed interleaved (median of ``repeat``); the tuned
     kernel's output checked against PyTorch."""
@@ -161,7 +151,7 @@ def measure(task, log: Path, reference, torch, repeat: int) -> dict[str, Any]:
         for _ in range(repeat):
             for name, timer in timers.items():
                 times[name].append(timer(*arrays).mean)
-            times["torch"].append(_cuda_time(lambda: reference(torch, *ins), torch, 10))
+            times["torch"].append(gpu.cuda_time(lambda: reference(torch, *ins), torch, 10))
     out = {f"{k}_s": statistics.median(v) for k, v in times.items()}
     out.update(max_rel_err=err, correct=err < 1e-3,
                gflops={k: task.flop / out[f"{k}_s"] / 1e9 for k in times})
@@ -217,9 +207,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         figures.append(common.Figure(key, f"{label}, tuned ({trials} trials, {tuner})",
                                      r["tuned_s"], "s", reference=r["torch_s"],
                                      reference_label="PyTorch", notes=notes))
-    machine = common.machine_info()
-    if have_gpu:
-        machine["gpu"] = torch.cuda.get_device_name(0)
+    machine = gpu.gpu_machine_info(torch, have_gpu)
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine,
         settings={"trials": trials, "tuner": tuner, "quick": quick, "tf32": False},
