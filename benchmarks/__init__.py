@@ -24,14 +24,17 @@ SUITES: dict[str, str] = {
     "gpu_sweep": "benchmarks.gpu_sweep",
     "fused": "benchmarks.fused",
     "cost_model": "benchmarks.cost_model",
+    "dynamic": "benchmarks.dynamic",
+    "auto_scheduler": "benchmarks.auto_scheduler",
 }
 
 
 #: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
 #: gpu, gpu_models, gpu_sweep and gpu_tuning need a GPU, fused is the seed-002 study
-#: (docs/fused_loop.md), cost_model the cost model's validation (docs/dynamic.md)
+#: (docs/fused_loop.md), cost_model the cost model's validation and dynamic the
+#: dynamic-shape models (docs/dynamic.md), auto_scheduler a tuned GEMM (docs/auto_scheduler.md)
 NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "fused", "gpu_tuning",
-               "cost_model"}
+               "cost_model", "dynamic", "auto_scheduler"}
 
 
 def get_suite(name: str) -> ModuleType:

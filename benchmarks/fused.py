@@ -7,6 +7,10 @@ For M = 1..8 rows per stage (N elements each), with 1 and 2 threads, two workloa
 * **balanced**: ``X = A + 1``, ``Y = B + 3`` (equal work per row), ``Z = X * Y``;
 * **unbalanced**: ``X = A[:, 0] + 1`` (one load per row), ``Y = sigmoid(exp(B))``, ``Z = X + Y``.
 
+And a model with parallel branches: ``kiln.relay.testing.inception_block`` compiled by
+``relay.build`` (opt_level 3) with and without the horizontal fusion pass
+(``relay.horizontal_fusion``), next to onnxruntime with as many threads.
+
 Timings follow the seed's protocol (repeated ``time_evaluator``-style runs; the median of
 interleaved repeats here). The report gives fused / unfused time per point and plots the
 speedup (unfused / fused) against M. Nothing here is a pass/fail criterion (docs/fused_loop.md
@@ -33,10 +37,14 @@ from benchmarks.common import Figure  # noqa: E402
 
 NAME = "fused"
 DESCRIPTION = ("create_fused_loop (seed 002, F6): fused vs unfused parallel loops, balanced "
-               "and unbalanced branches, M = 1..8, 1 and 2 threads")
+               "and unbalanced branches, M = 1..8, 1 and 2 threads; an inception block "
+               "with and without the graph pass, next to onnxruntime")
 
 ROWS = tuple(range(1, 9))
 THREADS = (1, 2)
+
+#: the inception block of the model comparison (``kiln.relay.testing.inception_block``)
+MODEL = {"c": 32, "hw": 8}
 
 
 def _workload(kind: str, M, N: int):
@@ -92,6 +100,53 @@ def bench_point(mods: dict[str, Any], reference: Callable, M: int, N: int,
     return {name: t.median for name, t in timings.items()}
 
 
+def bench_model(cfg: dict[str, Any], say) -> tuple[list[Figure], dict[str, Any]]:
+    """The inception block built with and without horizontal fusion, and onnxruntime (as
+    many intra-op threads as kiln's OpenMP), timed interleaved; outputs checked against
+    onnxruntime."""
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    from kiln.relay import testing
+    from kiln.relay.testing.compare import onnxruntime_session
+
+    model = testing.inception_block(**MODEL)
+    name, x = testing.random_input(model)
+    sess = onnxruntime_session(model, common.omp_threads())
+    ref = sess.run(None, {name: x})[0]
+    mod, params = relay.frontend.from_onnx(model)
+    runs, kernels, errors = {}, {}, {}
+    for label, config in (("horizontal", {}), ("separate", {"relay.horizontal_fusion": False})):
+        say(f"inception block: building ({label} kernels)")
+        with relay.build_config(opt_level=3, config=config):
+            lib = relay.build(mod, target="llvm", params=params)
+        m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+        m.set_input(name, x)
+        m.run()
+        errors[label] = float(np.abs(m.get_output(0).numpy() - ref).max())
+        runs[label], kernels[label] = m.run, len(lib.plan["steps"])
+    runs["onnxruntime"] = lambda: sess.run(None, {name: x})
+    t = {k: v.median for k, v in common.interleaved(runs, repeat=cfg["repeat"],
+                                                    min_time=cfg["min_time"]).items()}
+    say("inception block: " + ", ".join(f"{k} {common.fmt_time(v)}" for k, v in t.items()))
+    label = f"inception block (c={MODEL['c']}, {MODEL['hw']}x{MODEL['hw']})"
+    figures = [
+        Figure(key="inception.horizontal_vs_separate", label=f"{label}: horizontal fusion",
+               kiln=t["horizontal"], unit="s", reference=t["separate"],
+               reference_label="without the pass",
+               notes=f"{kernels['horizontal']} vs {kernels['separate']} kernels"),
+        Figure(key="inception.horizontal_vs_onnxruntime", label=f"{label}: horizontal fusion",
+               kiln=t["horizontal"], unit="s", reference=t["onnxruntime"],
+               reference_label="onnxruntime",
+               notes=f"max |kiln - onnxruntime| {errors['horizontal']:.1e}"),
+        Figure(key="inception.separate_vs_onnxruntime", label=f"{label}: without the pass",
+               kiln=t["separate"], unit="s", reference=t["onnxruntime"],
+               reference_label="onnxruntime",
+               notes=f"max |kiln - onnxruntime| {errors['separate']:.1e}"),
+    ]
+    return figures, {"run_s": t, "kernels": kernels, "max_abs_error_vs_onnxruntime": errors}
+
+
 def thread_counts() -> tuple:
     """1 and 2 threads; where threadpoolctl (the bench extra) is missing, the default
     count only."""
@@ -131,13 +186,16 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
                         reference_label="unfused"))
             say(f"{kind}, {threads} thread(s): speedups "
                 + " ".join(f"{v:.2f}" for v in series))
+    model_figures, model_details = bench_model(cfg, say)
+    figures += model_figures
     out = common.results_dir(out_dir)
     plot = common.plot_series(out / f"{NAME}.png", "create_fused_loop: unfused / fused time",
                               list(ROWS), speedups, xlabel="M (rows per stage)",
                               ylabel="speedup")
     _, md_path, text = common.write_report(
         NAME, figures, machine=common.machine_info(load_start), settings=cfg,
-        details={"speedup_unfused_over_fused": speedups, "plot": str(plot) if plot else None},
+        details={"speedup_unfused_over_fused": speedups, "plot": str(plot) if plot else None,
+                 "inception_block": model_details},
         started=started, duration_s=time.perf_counter() - t0, out_dir=out,
         title="Horizontal fusion (create_fused_loop)")
     common.show_report(text, md_path, verbose)

@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 #: sub-packages imported on first attribute access (``tvm.relay``, ``tvm.topi`` ...), as
 #: ``import tvm`` makes them available in TVM, without paying for them at import time
-_LAZY = {"arith", "autotvm", "contrib", "relay", "rpc", "testing", "topi"}
+_LAZY = {"arith", "auto_scheduler", "autotvm", "contrib", "relay", "rpc", "testing", "topi"}
 
 
 def __getattr__(name):
@@ -30,7 +30,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "te", "tir", "ir", "autotvm", "nd", "runtime", "target", "transform",
+    "te", "tir", "ir", "autotvm", "auto_scheduler", "nd", "runtime", "target", "transform",
     "build", "lower", "TVMError", "ScheduleError",
     "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
     "cpu", "cuda", "device", "gpu", "load_module", "register_func", "get_global_func",

@@ -8,6 +8,7 @@
     kiln tune model.onnx --budget 10m --log tune.json [--trials N] [--tuner xgb|ga|random]
               [--history OLD.json] [--dask tcp://scheduler:8786 [--dask-resource device:cpu]]
     kiln spacetime script.py:function [--shape N=64 ...] [--out fig.png]  # memory accesses
+    kiln report assignment [--out DIR] [--quick]     # the assignment's operators, step by step
     kiln demo | kiln version
 
 A mistake of the user's (missing file, not an ONNX model, malformed model, unknown input
@@ -128,11 +129,7 @@ def parse_shapes(specs: list[str] | None, model) -> dict[str, tuple[int, ...]]:
             raise CliError(f"--shape {spec}: input {name!r} has rank {len(declared)} "
                            f"(declared shape {_fmt_shape(declared)}), got {len(dims)} dims")
         shapes[name] = dims
-    for name, declared in inputs.items():
-        if name not in shapes and any(not isinstance(d, int) or d <= 0 for d in declared):
-            raise CliError(f"input {name!r} has shape {_fmt_shape(declared)} with unknown "
-                           f"dimensions: give it with --shape {name}=D1,D2,...")
-    return shapes
+    return shapes  # a symbolic dimension left out stays symbolic: one build for every size
 
 
 def _fmt_shape(shape) -> str:
@@ -178,8 +175,9 @@ def load_compiled(path: str):
         raise CliError(f"{path}: cannot load the compiled model ({_one_line(e)})") from None
 
 
-def plan_inputs(factory) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Input name -> (shape, dtype) of a built or loaded model."""
+def plan_inputs(factory) -> dict[str, tuple[tuple[int | str, ...], str]]:
+    """Input name -> (shape, dtype) of a built or loaded model; a symbolic dimension is its
+    name (``"batch"``)."""
     plan = factory.plan
     info = {t["input"]: (tuple(t["shape"]), t["dtype"]) for t in plan["tensors"]
             if "input" in t}
@@ -187,9 +185,10 @@ def plan_inputs(factory) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 def random_inputs(factory, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal inputs; a symbolic dimension is 1."""
     rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(shape).astype(dtype)
-            for name, (shape, dtype) in plan_inputs(factory).items()}
+    return {name: rng.standard_normal([d if isinstance(d, int) else 1 for d in shape])
+            .astype(dtype) for name, (shape, dtype) in plan_inputs(factory).items()}
 
 
 def read_inputs(factory, specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -215,7 +214,8 @@ def read_inputs(factory, specs: list[str] | None, seed: int = 0) -> dict[str, np
         if not isinstance(a, np.ndarray):
             raise CliError(f"{path}: holds several arrays; save one array with np.save")
         shape, dtype = expected[name]
-        if tuple(a.shape) != shape:
+        if a.ndim != len(shape) or any(isinstance(d, int) and d != n
+                                       for d, n in zip(shape, a.shape, strict=False)):
             raise CliError(f"input {name!r} expects shape {_fmt_shape(shape)} {dtype}; "
                            f"{path} holds {_fmt_shape(a.shape)} {a.dtype}")
         if a.dtype != np.dtype(dtype):
@@ -518,7 +518,8 @@ def _parser() -> argparse.ArgumentParser:
     def shape_opts(sp):
         sp.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
                         help="input shape (repeat for several inputs), e.g. "
-                             "input=1,3,224,224; needed for symbolic dimensions")
+                             "input=1,3,224,224; a symbolic dimension not given stays "
+                             "symbolic")
         sp.add_argument("--opt-level", type=int, default=3, choices=range(4),
                         metavar="{0,1,2,3}", help="graph optimization level (default 3)")
 
@@ -600,6 +601,20 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--sample", type=int, default=1, help="keep every N-th step")
     threads_opt(sp)
 
+    rp = sub.add_parser("report", help="the course assignment's operators step by step: "
+                                       "checked, timed, diffed and drawn (Markdown, HTML)")
+    rp.add_argument("which", choices=("assignment",), help="the report to write")
+    rp.add_argument("--out", default="assignment_report",
+                    help="folder of report.md, report.html and figures/ (default "
+                         "assignment_report)")
+    rp.add_argument("--quick", action="store_true",
+                    help="small sizes and few timing runs instead of the course's")
+    rp.add_argument("--operator", action="append", metavar="NAME",
+                    help="only this operator (repeatable): conv1d_cpu, conv1d_gpu, "
+                         "gemm_gpu, dwsp_conv2d_gpu")
+    rp.add_argument("--trials", type=int, default=None,
+                    help="AutoTVM configs measured per operator (default 16, --quick 4)")
+
     sub.add_parser("demo", help="the demo: a vector add, then ResNet-18 vs onnxruntime")
     sub.add_parser("version", help="print kiln's version")
     return p
@@ -620,8 +635,22 @@ def cmd_spacetime(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from kiln.contrib.report import assignment_report
+
+    try:
+        path = assignment_report(args.out, quick=args.quick, operators=args.operator,
+                                 trials=args.trials)
+    except (ValueError, FileNotFoundError) as e:
+        raise CliError(_one_line(e)) from None
+    print(path.read_text().split("\n## ")[0].rstrip())
+    print(f"report written to {path} and {path.with_suffix('.html')}")
+    return 0
+
+
 COMMANDS = {"compile": cmd_compile, "run": cmd_run, "bench": cmd_bench_model,
-            "model": cmd_model, "tune": cmd_tune, "spacetime": cmd_spacetime}
+            "model": cmd_model, "tune": cmd_tune, "spacetime": cmd_spacetime,
+            "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

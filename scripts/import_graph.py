@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cost",),
     ("codegen",),
     ("driver",),
-    ("autotvm",),
+    ("autotvm", "auto_scheduler"),
     ("topi",),
     ("relay",),
     ("autotvm.relay",),

@@ -41,7 +41,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 #: packages ``import kiln`` must not load (``kiln.relay`` ... are imported on first use)
-LAZY_PACKAGES = ("autotvm", "topi", "relay", "rpc", "contrib", "testing")
+LAZY_PACKAGES = ("autotvm", "auto_scheduler", "topi", "relay", "rpc", "contrib", "testing")
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,13 @@ Every ``make_conv1d_cpu_scheduler*`` function takes ``(M, N)`` and returns ``s, 
   convolution as a small matrix product whose inner loop is a GEMM micro-kernel, see
   :func:`conv1d_toeplitz`.
 
-``VARIANTS`` maps a short name to each function.
+``VARIANTS`` maps a short name to each function; ``STEPS`` is the same sequence, in the
+order ``kiln report assignment`` measures it, and ``conv1d_cpu_template`` the AutoTVM
+template.
 """
 
 import kiln as tvm
-from kiln import te
+from kiln import autotvm, te
 from kiln.topi.x86 import lanes  # fp32 lanes of one vector register (16 AVX-512, 8 AVX2)
 
 
@@ -207,6 +209,30 @@ VARIANTS = {
     "optimized": make_conv1d_cpu_scheduler_optimized,
     "toeplitz": make_conv1d_cpu_scheduler_toeplitz,
 }
+
+STEPS = list(VARIANTS.items())
+
+
+@autotvm.template("assignment.conv1d_cpu")
+def conv1d_cpu_template(M, N):
+    """The AutoTVM template: the padded compute in the order ``x_out, k_out, k_in, x_in``,
+    with the two split factors and the unrolling and vectorization of the inner loops as
+    knobs, and a parallel outer loop."""
+    A, W, A_Pad, B = conv1d_padded(M, N)
+    s = te.create_schedule(B.op)
+    cfg = autotvm.get_config()
+    x, (k,) = B.op.axis[0], B.op.reduce_axis
+    cfg.define_split("tile_x", x, num_outputs=2, policy="power2", max_factor=64)
+    cfg.define_split("tile_k", k, num_outputs=2, policy="power2", max_factor=32)
+    x_out, x_in = cfg["tile_x"].apply(s, B, x)
+    k_out, k_in = cfg["tile_k"].apply(s, B, k)
+    s[B].reorder(x_out, k_out, k_in, x_in)
+    cfg.define_annotate("ann", [k_in, x_in], policy="try_unroll_vec")
+    cfg["ann"].apply(s, B, [k_in, x_in])
+    s[B].parallel(x_out)
+    s[A_Pad].parallel(A_Pad.op.axis[0])
+    return s, [A, W, B]
+
 
 if __name__ == "__main__":
     for name, make in VARIANTS.items():

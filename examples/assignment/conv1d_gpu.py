@@ -16,13 +16,17 @@ M + N - 1. Both functions take ``(M, N)`` and return ``s, A, W, B`` for ``target
   3. **register tiling**: each thread accumulates ``per_thread`` outputs in registers
      (``cache_write(B, "local")``), each loaded tap reused ``per_thread`` times;
   4. **unrolling**: the inner tap loop is unrolled (``auto_unroll_max_step``).
+
+``STEPS`` is the sequence baseline -> 1 -> 1+2 -> 1+2+3 -> 1-4 that ``kiln report
+assignment`` measures; ``conv1d_gpu_template`` is the AutoTVM template over the sizes.
 """
 
+import functools
 import sys
 from pathlib import Path
 
 import kiln as tvm
-from kiln import te
+from kiln import autotvm, te
 
 # the computes are the CPU example's (examples/ is not a package: import it from its folder)
 _HERE = str(Path(__file__).resolve().parent)
@@ -40,7 +44,21 @@ def make_conv1d_gpu_scheduler_baseline(M, N, threads=256):
     return s, A, W, B
 
 
-def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64):
+def make_conv1d_gpu_scheduler_padded(M, N, threads=256):
+    """Optimization 1 alone: the padded compute (N taps, no condition), ``Apad`` inlined,
+    the outputs bound as in the baseline."""
+    A, W, Apad, B = conv1d_padded(M, N, pad_name="Apad")
+    s = te.create_schedule(B.op)
+    s[Apad].compute_inline()
+    bx, tx = s[B].split(B.op.axis[0], factor=threads)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, A, W, B
+
+
+def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64, unroll=True):
+    """Optimizations 1-4; ``per_thread=1`` leaves out the register tiling and
+    ``unroll=False`` the unrolling (the intermediate steps of ``STEPS``)."""
     A, W, Apad, B = conv1d_padded(M, N, pad_name="Apad")
     s = te.create_schedule(B.op)
     s[Apad].compute_inline()
@@ -57,7 +75,8 @@ def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64):
     (k,) = s[BL].op.reduce_axis
     ko, ki = s[BL].split(k, factor=min(kt, N))
     s[BL].reorder(ko, ki, *s[BL].op.axis)
-    s[BL].pragma(ko, "auto_unroll_max_step", 16)
+    if unroll:
+        s[BL].pragma(ko, "auto_unroll_max_step", 16)
     for shared in (AS, WS):
         s[shared].compute_at(s[BL], ko)
         _, t = s[shared].split(s[shared].op.axis[0], factor=threads)
@@ -69,6 +88,28 @@ VARIANTS = {
     "baseline": make_conv1d_gpu_scheduler_baseline,
     "optimized": make_conv1d_gpu_scheduler,
 }
+
+STEPS = [
+    ("baseline", make_conv1d_gpu_scheduler_baseline),
+    ("padding", make_conv1d_gpu_scheduler_padded),
+    ("shared memory", functools.partial(make_conv1d_gpu_scheduler, per_thread=1,
+                                        unroll=False)),
+    ("register tiling", functools.partial(make_conv1d_gpu_scheduler, unroll=False)),
+    ("unrolling", make_conv1d_gpu_scheduler),
+]
+
+
+@autotvm.template("assignment.conv1d_gpu")
+def conv1d_gpu_template(M, N):
+    """The AutoTVM template: the optimized schedule's sizes as knobs."""
+    cfg = autotvm.get_config()
+    cfg.define_knob("threads", [64, 128, 256])
+    cfg.define_knob("per_thread", [1, 2, 4, 8])
+    cfg.define_knob("kt", [16, 32, 64])
+    cfg.define_knob("unroll", [True, False])
+    s, A, W, B = make_conv1d_gpu_scheduler(M, N, cfg["threads"].val, cfg["per_thread"].val,
+                                           cfg["kt"].val, cfg["unroll"].val)
+    return s, [A, W, B]
 
 if __name__ == "__main__":
     s, A, W, B = make_conv1d_gpu_scheduler(1000, 100)

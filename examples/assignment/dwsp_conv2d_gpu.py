@@ -17,10 +17,15 @@ padding ``K // 2``. Both functions take ``(B, C, H, W, K)`` and return
      outputs of one column in registers, reading the window by columns (book §5.6: fewer bank
      conflicts), each tap loaded once per thread for all its rows;
   4. **unrolling** of the K x K window.
+
+``STEPS`` is the sequence baseline -> 1+2 -> 1+2+3 -> 1-4 that ``kiln report assignment``
+measures; ``dwsp_conv2d_gpu_template`` is the AutoTVM template over the tile sizes.
 """
 
+import functools
+
 import kiln as tvm
-from kiln import te
+from kiln import autotvm, te
 from kiln.topi.nn import pad
 
 
@@ -51,7 +56,10 @@ def make_dwsp_conv2d_gpu_scheduler_baseline(B, C, H, W, K):
     return s, inp, ker, out
 
 
-def make_dwsp_conv2d_gpu_scheduler(B, C, H, W, K, rows=32, cols=32, rows_per_thread=4):
+def make_dwsp_conv2d_gpu_scheduler(B, C, H, W, K, rows=32, cols=32, rows_per_thread=4,
+                                   unroll=True):
+    """Optimizations 1-4; ``rows_per_thread=1`` leaves out the register tiling and
+    ``unroll=False`` the unrolling (the intermediate steps of ``STEPS``)."""
     inp, ker, inp_pad, out = dwsp_conv2d(B, C, H, W, K)
     s = te.create_schedule(out.op)
     s[inp_pad].compute_inline()
@@ -74,7 +82,8 @@ def make_dwsp_conv2d_gpu_scheduler(B, C, H, W, K, rows=32, cols=32, rows_per_thr
     s[OL].compute_at(s[out], tx)
     rkh, rkw = s[OL].op.reduce_axis
     s[OL].reorder(rkh, rkw, *s[OL].op.axis)
-    s[OL].unroll(rkw)
+    if unroll:
+        s[OL].unroll(rkw)
 
     n_ty = rows // rows_per_thread
     for shared in (XS, KS):
@@ -91,6 +100,30 @@ VARIANTS = {
     "baseline": make_dwsp_conv2d_gpu_scheduler_baseline,
     "optimized": make_dwsp_conv2d_gpu_scheduler,
 }
+
+STEPS = [
+    ("baseline", make_dwsp_conv2d_gpu_scheduler_baseline),
+    ("channel tiles, shared memory",
+     functools.partial(make_dwsp_conv2d_gpu_scheduler, rows=8, rows_per_thread=1,
+                       unroll=False)),
+    ("register tiling", functools.partial(make_dwsp_conv2d_gpu_scheduler, unroll=False)),
+    ("unrolling", make_dwsp_conv2d_gpu_scheduler),
+]
+
+
+@autotvm.template("assignment.dwsp_conv2d_gpu")
+def dwsp_conv2d_gpu_template(B, C, H, W, K):
+    """The AutoTVM template: the optimized schedule's tile sizes as knobs."""
+    cfg = autotvm.get_config()
+    cfg.define_knob("rows", [8, 16, 32])
+    cfg.define_knob("cols", [16, 32])
+    cfg.define_knob("rows_per_thread", [1, 2, 4])
+    cfg.define_knob("unroll", [True, False])
+    s, inp, ker, out = make_dwsp_conv2d_gpu_scheduler(
+        B, C, H, W, K, cfg["rows"].val, cfg["cols"].val, cfg["rows_per_thread"].val,
+        cfg["unroll"].val)
+    return s, [inp, ker, out]
+
 
 if __name__ == "__main__":
     s, inp, ker, out = make_dwsp_conv2d_gpu_scheduler(1, 4, 64, 64, 3)

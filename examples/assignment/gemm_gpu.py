@@ -19,10 +19,12 @@ C = A @ B with A (M, K), B (K, N). Both functions take ``(M, K, N)`` and return
 ``VARIANTS`` also holds candidates for large sizes (``make_gemm_gpu_scheduler_vthread``:
 128 x 128 block tiles, 8 x 8 registers per thread over virtual threads), which
 ``python -m benchmarks gpu_sweep`` times on a GPU against the optimized schedule.
+``STEPS`` is the sequence baseline -> 1+2 -> 1+2+3 -> 1-4 that ``kiln report assignment``
+measures; ``gemm_gpu_template`` is the AutoTVM template over the sizes.
 """
 
 import kiln as tvm
-from kiln import te
+from kiln import autotvm, te
 
 
 def gemm(M, K, N):
@@ -44,7 +46,9 @@ def make_gemm_gpu_scheduler_baseline(M, K, N, block=16):
     return s, A, B, C
 
 
-def make_gemm_gpu_scheduler(M, K, N, threads=16, tm=4, tn=4, tk=16):
+def make_gemm_gpu_scheduler(M, K, N, threads=16, tm=4, tn=4, tk=16, unroll=True):
+    """Optimizations 1-4; ``tm = tn = 1`` leaves out the register tiling and
+    ``unroll=False`` the unrolling (the intermediate steps of ``STEPS``)."""
     A, B, C = gemm(M, K, N)
     s = te.create_schedule(C.op)
     AS = s.cache_read(A, "shared", [C])
@@ -68,7 +72,8 @@ def make_gemm_gpu_scheduler(M, K, N, threads=16, tm=4, tn=4, tk=16):
     (k,) = s[CL].op.reduce_axis
     ko, ki = s[CL].split(k, factor=tk)
     s[CL].reorder(ko, ki, *s[CL].op.axis)
-    s[CL].pragma(ki, "auto_unroll_max_step", 64)
+    if unroll:
+        s[CL].pragma(ki, "auto_unroll_max_step", 64)
     for shared, local in ((AS, AL), (BS, BL)):
         s[shared].compute_at(s[CL], ko)
         s[local].compute_at(s[CL], ki)
@@ -179,6 +184,29 @@ VARIANTS = {
     # 128 x 28 block tiles: they divide MobileNet's pointwise GEMMs (N = 56*56, 28*28, 14*14)
     "vthread_8x4_16x7_tk8": _variant(make_gemm_gpu_scheduler_vthread, tn=4, threads_x=7),
 }
+
+STEPS = [
+    ("baseline", make_gemm_gpu_scheduler_baseline),
+    ("block tiling, shared memory", _variant(make_gemm_gpu_scheduler, tm=1, tn=1,
+                                             unroll=False)),
+    ("register tiling", _variant(make_gemm_gpu_scheduler, unroll=False)),
+    ("unrolling", make_gemm_gpu_scheduler),
+]
+
+
+@autotvm.template("assignment.gemm_gpu")
+def gemm_gpu_template(M, K, N):
+    """The AutoTVM template: the optimized schedule's sizes as knobs."""
+    cfg = autotvm.get_config()
+    cfg.define_knob("threads", [8, 16])
+    cfg.define_knob("tm", [1, 2, 4, 8])
+    cfg.define_knob("tn", [1, 2, 4, 8])
+    cfg.define_knob("tk", [4, 8, 16])
+    cfg.define_knob("unroll", [True, False])
+    s, A, B, C = make_gemm_gpu_scheduler(M, K, N, cfg["threads"].val, cfg["tm"].val,
+                                         cfg["tn"].val, cfg["tk"].val, cfg["unroll"].val)
+    return s, [A, B, C]
+
 
 if __name__ == "__main__":
     s, A, B, C = make_gemm_gpu_scheduler(256, 256, 256)

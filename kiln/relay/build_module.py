@@ -22,7 +22,10 @@ from . import transform as T
 from .alter_layout import alter_op_layout
 from .execution_plan import execution_plan
 from .graph import Graph, Module
-from .strategy import Implementation, select_implementation
+from .horizontal_fusion import Kernel, horizontal_fusion, is_enabled
+from .quantize import fake_quantization_to_integer
+from .row_blocks import RowBlocks, row_blocks
+from .strategy import Implementation, select_implementations
 
 
 def build_config(opt_level: int = 2, **kw) -> PassContext:
@@ -32,6 +35,7 @@ def build_config(opt_level: int = 2, **kw) -> PassContext:
 def optimize(mod, params=None, opt_level: int = 3) -> Graph:
     g = mod["main"] if isinstance(mod, Module) else mod
     g = T.bind_params(g, params)
+    g = fake_quantization_to_integer(g)  # before folding turns int8 weights into float
     g = T.fold_constant(g)
     g = T.depthwise_layout(g)
     if opt_level >= 2:
@@ -56,8 +60,8 @@ def optimize_and_fuse(mod, params, target: Target) -> tuple[Graph, list[T.Group]
         return g, T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
 
 
-def _kernel_name(k: int, group: T.Group) -> str:
-    """``kiln_conv2d_NCHWc_add_relu_3``: the group's distinct operators and its index."""
+def _kernel_name(k: int, group: Kernel) -> str:
+    """``kiln_conv2d_NCHWc_add_relu_3``: the kernel's distinct operators and its index."""
     ops = "_".join(dict.fromkeys(T.op_label(n) for n in group.nodes))
     return "kiln_" + re.sub(r"[^A-Za-z0-9_]", "_", ops) + f"_{k}"
 
@@ -70,31 +74,58 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
     t0 = time.perf_counter()
     tgt = Target(target if target is not None else "llvm")
     g, groups = optimize_and_fuse(mod, params, tgt)
+    static = all(n.is_static for n in g.nodes)
+    if not static and not tgt.is_cpu:
+        raise NotImplementedError(f"relay.build: a graph with symbolic dimensions "
+                                  f"({', '.join(g.symbolic_dims())}) compiles for CPU "
+                                  f"targets only, not "
+                                  f"{tgt.kind}; give them values with from_onnx(shape=...)")
+    if static and is_enabled(PassContext.current(), tgt):
+        groups = horizontal_fusion(groups)  # kernels: fused groups and horizontal groups
     with tgt:  # the schedules size their blocks by the target's vectors or threads
-        impls = [select_implementation(grp, _kernel_name(k, grp), tgt)
-                 for k, grp in enumerate(groups)]
-    assign, sizes, naive = T.plan_memory(groups, g)
+        impls: list[Implementation] = []
+        rows: dict[str, RowBlocks] = {}  # a group over a symbolic leading dim: row kernels
+        for k, grp in enumerate(groups):
+            blocked = None if static else row_blocks(grp, _kernel_name(k, grp), tgt)
+            if blocked is None:
+                impls += select_implementations(grp, _kernel_name(k, grp), tgt)
+            else:
+                impls.append(blocked.implementation)
+                rows[blocked.implementation.func.name] = blocked
+    # a graph with symbolic dimensions is planned at run time, for each input shape
+    assign, sizes, naive = T.plan_memory(groups, g) if static else ({}, None, None)
     funcs = {impl.func.name: impl.func for impl in impls}
+    funcs.update({i.func.name: i.func for b in rows.values() for _, i in b.blocks})
     lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
-    kernels = [(impl.func.name, impl.inputs, impl.group.output) for impl in impls]
+    kernels = [(impl.func.name, impl.inputs, impl.group.outputs) for impl in impls]
     plan, consts = execution_plan(g, kernels, assign, sizes, mod_name,
-                                  "cpu" if tgt.is_cpu else "cuda")
+                                  "cpu" if tgt.is_cpu else "cuda",
+                                  None if static else T.lifetimes(groups, g),
+                                  {name: b.step() for name, b in rows.items()})
     factory = GraphExecutorFactoryModule(plan, lib, consts)
-    factory.summary = _summary(impls, sizes, naive, g)
+    factory.summary = _summary(impls, sizes, naive, g, rows)
     factory.build_seconds = time.perf_counter() - t0
     if verbose:
         print(factory.summary)
     return factory
 
 
-def _summary(impls: list[Implementation], sizes, naive, g) -> str:
+def _summary(impls: list[Implementation], sizes, naive, g,
+             rows: dict[str, RowBlocks]) -> str:
     groups = [impl.group for impl in impls]
     lines = [f"{len(groups)} kernels from {sum(len(x.nodes) for x in groups)} operators:"]
     for k, impl in enumerate(impls):
-        grp = impl.group
-        lay = f" {grp.output.layout}" if grp.output.layout else ""
+        outs = ", ".join(f"{list(o.shape)}{' ' + o.layout if o.layout else ''}"
+                         for o in impl.group.outputs)
         tuned = f"  (autotvm: {impl.tuned})" if impl.tuned else ""
-        lines.append(f"  #{k:<3d} {grp.describe()}  -> {list(grp.output.shape)}{lay}{tuned}")
+        if impl.func.name in rows:
+            counts = "/".join(str(r) for r, _ in rows[impl.func.name].blocks)
+            tuned += f"  (blocks of {counts} rows)"
+        lines.append(f"  #{k:<3d} {impl.group.describe()}  -> {outs}{tuned}")
+    if sizes is None:
+        lines.append(f"memory plan: at run time, for each value of the symbolic dimensions "
+                     f"{', '.join(g.symbolic_dims())}")
+        return "\n".join(lines)
     outb = sum(o.nbytes for o in g.outputs)
     lines.append(f"memory plan: {len(sizes)} intermediate buffers, {sum(sizes)} bytes planned "
                  f"(peak), {naive} bytes without reuse; outputs {outb} bytes")

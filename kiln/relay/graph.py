@@ -8,10 +8,14 @@ topological order; :class:`Module` wraps the main graph as ``mod["main"]``.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from kiln.ir.expr import PrimExpr
 
 _ids = itertools.count()
 
@@ -23,7 +27,7 @@ class Node:
     op: str
     inputs: list[Node] = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
-    shape: tuple[int, ...] = ()
+    shape: tuple[int | PrimExpr, ...] = ()  # a symbolic dimension is an expression
     dtype: str = "float32"
     name: str = ""
     value: np.ndarray | None = None  # constants only
@@ -39,8 +43,17 @@ class Node:
         return self.op == "input"
 
     @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+    def is_static(self) -> bool:
+        """Whether every dimension is a constant (no symbolic ``te.var`` dimension)."""
+        return all(isinstance(s, int) for s in self.shape)
+
+    @property
+    def nbytes(self) -> int | PrimExpr:
+        """Bytes of the value: an int, or an expression of the symbolic dimensions."""
+        size = np.dtype(self.dtype).itemsize
+        if self.is_static:
+            return int(np.prod(self.shape, dtype=np.int64)) * size
+        return functools.reduce(operator.mul, self.shape, size)
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {self.name or self.uid}, {list(self.shape)}, {self.dtype})"
@@ -52,7 +65,8 @@ def const(value, name: str = "") -> Node:
 
 
 def input_node(name: str, shape, dtype: str = "float32") -> Node:
-    return Node("input", shape=tuple(int(s) for s in shape), dtype=dtype, name=name)
+    return Node("input", shape=tuple(s if isinstance(s, PrimExpr) else int(s) for s in shape),
+                dtype=dtype, name=name)
 
 
 def call(op: str, inputs: list[Node], name: str = "", **attrs) -> Node:
@@ -91,6 +105,10 @@ class Graph:
     @property
     def nodes(self) -> list[Node]:
         return topo_sort(self.outputs)
+
+    def symbolic_dims(self) -> list[str]:
+        """The names of the inputs' symbolic dimensions, sorted ([] for a static graph)."""
+        return sorted({str(d) for i in self.inputs for d in i.shape if not isinstance(d, int)})
 
     def users(self) -> dict[int, list[Node]]:
         out: dict[int, list[Node]] = {}

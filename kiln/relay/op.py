@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import te, topi
+from kiln.ir.expr import PrimExpr
+
+from . import quantize_ops as qnn
 
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, OPAQUE = 0, 1, 2, 3, 4, 7
 PATTERN_NAMES = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduction",
@@ -160,6 +163,30 @@ OPS: dict = {
     "strided_slice": (lambda ts, a: topi.strided_slice(ts[0], a["begin"], a["end"],
                                                        a["strides"], a["axes"]), INJECTIVE,
                       lambda v, a: np_strided_slice(v[0], a)),
+    # quantized operators (TVM's qnn dialect; docs/precision.md)
+    "qnn.quantize": (qnn.quantize, BROADCAST, qnn.np_quantize),
+    "qnn.dequantize": (qnn.dequantize, BROADCAST, qnn.np_dequantize),
+    "qnn.conv2d": (qnn.conv2d, OUT_ELEMWISE_FUSABLE, None),
+    "qnn.dense": (qnn.dense, OUT_ELEMWISE_FUSABLE, None),
+    # transformer operators (attention, layer norm, GELU, masks)
+    "batch_matmul": (lambda ts, a: topi.nn.batch_matmul(ts[0], ts[1], transpose_b=False),
+                     OUT_ELEMWISE_FUSABLE, lambda v, a: np.matmul(v[0], v[1])),
+    "layer_norm": (lambda ts, a: topi.nn.layer_norm(ts[0], ts[1], ts[2], a["axis"],
+                                                    a["epsilon"]), OPAQUE, None),
+    "mean": (lambda ts, a: topi.mean(ts[0], a["axis"], a["keepdims"]), COMM_REDUCE,
+             lambda v, a: np.mean(v[0], tuple(a["axis"]), keepdims=a["keepdims"])),
+    "power": (lambda ts, a: topi.power(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] ** v[1]),
+    "sqrt": (lambda ts, a: topi.sqrt(ts[0]), ELEMWISE, lambda v, a: np.sqrt(v[0])),
+    "negative": (lambda ts, a: topi.negative(ts[0]), ELEMWISE, lambda v, a: -v[0]),
+    "equal": (lambda ts, a: topi.equal(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] == v[1]),
+    "where": (lambda ts, a: topi.where(ts[0], ts[1], ts[2]), BROADCAST,
+              lambda v, a: np.where(v[0], v[1], v[2])),
+    "cast": (lambda ts, a: topi.cast(ts[0], a["dtype"]), ELEMWISE,
+             lambda v, a: v[0].astype(a["dtype"])),
+    "broadcast_to": (lambda ts, a: topi.broadcast_to(ts[0], a["shape"]), BROADCAST,
+                     lambda v, a: np.broadcast_to(v[0], a["shape"]).copy()),
+    "take": (lambda ts, a: topi.take(ts[0], ts[1], a["axis"], mode="wrap"), INJECTIVE,
+             lambda v, a: np.take(v[0], v[1], a["axis"])),
 }
 
 
@@ -179,7 +206,8 @@ def infer_type(node) -> tuple[tuple[int, ...], str]:
         raise err from e
     from kiln.topi.utils import get_const_tuple
 
-    return tuple(int(s) for s in get_const_tuple(out.shape)), str(out.dtype)
+    return tuple(s if isinstance(s, PrimExpr) else int(s) for s in get_const_tuple(out.shape)), \
+        str(out.dtype)
 
 
 def pattern(op: str) -> int:

@@ -30,6 +30,11 @@ On a GPU target (``cuda``, ``nvptx``; layouts stay NCHW):
 2. **one thread per output** ``topi.cuda.schedule_per_thread`` of topi.nn's computes; it
    applies to every group.
 
+A horizontal group (:mod:`.horizontal_fusion`: independent groups of one depth) is one
+kernel, :func:`schedule_branches` (``create_fused_loop`` over the groups' outputs);
+:func:`select_implementations` falls back to one kernel per group, logged, where it does not
+apply.
+
 A schedule *applies* when it schedules the group and the schedule lowers to a PrimFunc. A
 schedule that does not apply raises one of :data:`NOT_APPLICABLE` (an illegal primitive or
 a bound it cannot infer: ``ScheduleError``/``TVMError``; a case it does not implement:
@@ -47,19 +52,25 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kiln import te, topi
 from kiln.autotvm.task.relay_integration import schedule_group
 from kiln.driver.lower import schedule_to_primfunc
 from kiln.errors import TVMError
+from kiln.ir.expr import IntImm
 from kiln.ir.stmt import PrimFunc
 from kiln.target import Target
 
 from .graph import Node
 from .op import INJECTIVE, OPS, pattern
 from .transform import Group, op_label
+
+if TYPE_CHECKING:  # the pass imports this module
+    from .horizontal_fusion import HorizontalGroup, Kernel
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +125,7 @@ class Implementation:
     name of the schedule (``tuned`` names the autotvm template and config when a tuned
     record chose it)."""
 
-    group: Group
+    group: Group | HorizontalGroup
     inputs: list[Node]
     args: list[te.Tensor]
     schedule: te.Schedule
@@ -123,7 +134,8 @@ class Implementation:
     tuned: str | None = None
 
 
-def group_compute(group: Group, computes: Mapping[str, ComputeRule] | None = None
+def group_compute(group: Group | HorizontalGroup,
+                  computes: Mapping[str, ComputeRule] | None = None
                   ) -> tuple[list[Node], list[te.Tensor]]:
     """The group's external input nodes, and its compute's arguments: a placeholder per
     external input (``p0``, ``p1`` ... in first-use order), then the group's output tensor.
@@ -139,7 +151,7 @@ def group_compute(group: Group, computes: Mapping[str, ComputeRule] | None = Non
                 inputs.append(i)
         compute = computes.get(n.op, OPS[n.op][0])
         tensors[n.uid] = compute([tensors[i.uid] for i in n.inputs], n.attrs)
-    return inputs, [tensors[i.uid] for i in inputs] + [tensors[group.output.uid]]
+    return inputs, [tensors[i.uid] for i in inputs] + [tensors[o.uid] for o in group.outputs]
 
 
 def _anchor_label(group: Group) -> str | None:
@@ -171,6 +183,24 @@ def cuda_computes() -> dict[str, ComputeRule]:
     return out
 
 
+def _static_shapes_only(schedule: Callable[[list[te.Tensor]], te.Schedule]
+                        ) -> Callable[[list[te.Tensor]], te.Schedule]:
+    """``schedule``, saying it does not apply (``NotImplementedError``) where it needs a
+    constant that a symbolic dimension of the group's output leaves unknown (its tile sizes
+    and register blocks are chosen from the shape)."""
+    def apply(outs: list[te.Tensor]) -> te.Schedule:
+        try:
+            return schedule(outs)
+        except (ValueError, TypeError) as e:
+            dims = [d for d in outs[0].shape if not isinstance(d, IntImm)]
+            if not dims:
+                raise
+            raise NotImplementedError(f"{schedule.__name__} needs a constant where the "
+                                      f"symbolic dimension {dims[0]} is ({e})") from e
+
+    return apply
+
+
 def _ladder(group: Group, target: Target) -> list[Rung]:
     """The rungs to try for ``group`` on ``target``, in the documented order; the last one
     applies to every group."""
@@ -181,7 +211,8 @@ def _ladder(group: Group, target: Target) -> list[Rung]:
         return lambda outs: (schedule(outs), None)
 
     if target.is_cpu:
-        return [Rung("autotvm", tuned), Rung("x86", untuned(topi.x86.schedule_auto)),
+        return [Rung("autotvm", tuned),
+                Rung("x86", untuned(_static_shapes_only(topi.x86.schedule_auto))),
                 Rung("generic", untuned(topi.generic.schedule_auto))]
     return [Rung("topi.cuda", untuned(cuda_schedule(group)), cuda_computes()),
             Rung("per_thread", untuned(topi.cuda.schedule_per_thread))]
@@ -214,3 +245,79 @@ def select_implementation(group: Group, name: str, target: Target) -> Implementa
         if impl is not None:
             return impl
     return _lower(group, ladder[-1], name)  # applies to every group: its errors propagate
+
+
+def select_implementations(kernel: Kernel, name: str, target: Target) -> list[Implementation]:
+    """The kernels that compute ``kernel`` (one of ``relay.build``'s run order): a fused
+    group's (:func:`select_implementation`), or a horizontal group's one fused kernel
+    (:func:`schedule_branches`; its arguments the placeholders of the groups' external
+    inputs, then the fused outputs standing for the groups' outputs). Where that schedule
+    does not apply (logged), each group of it gets its own kernel, ``<name>_<k>``."""
+    if isinstance(kernel, Group):
+        return [select_implementation(kernel, name, target)]
+    inputs, args = group_compute(kernel)
+    try:
+        s, fused = schedule_branches(args[len(inputs):])
+        func = schedule_to_primfunc(s, args[:len(inputs)] + fused, name)
+    except NOT_APPLICABLE as e:
+        logger.warning("relay.build: horizontal fusion failed for %s (%s: %s); one kernel "
+                       "per group", kernel.describe(), type(e).__name__, e)
+        return [select_implementation(g, f"{name}_{k}", target)
+                for k, g in enumerate(kernel.groups)]
+    return [Implementation(kernel, inputs, args[:len(inputs)] + fused, s, func, "horizontal")]
+
+
+def schedule_branches(outs: list[te.Tensor]) -> tuple[te.Schedule, list[te.Tensor]]:
+    """One kernel computing the independent ``outs`` side by side: a parallel loop over the
+    rows (first dimensions) of all of them, end to end (``s.create_fused_loop``), each
+    iteration computing one row of one output; in each branch the injective stages are
+    inlined and the others (reductions: convolutions, pooling, dense) computed once per row.
+    Returns the schedule and the fused outputs that stand for ``outs`` (the kernel's output
+    arguments, stored without a copy).
+
+    ``create_fused_loop`` fuses stages that a later stage reads: the schedule's root is a
+    one-element local stage reading the first element of each output (``hfuse_sink``)."""
+    def first(t: te.Tensor):
+        return t[(0,) * len(t.shape)].astype("float32")
+
+    sink = te.compute((1,), lambda _: functools.reduce(operator.add, map(first, outs)),
+                      name="hfuse_sink")
+    s = te.create_schedule(sink.op)
+    branches = []
+    for out in outs:
+        stages = _compute_stages(out)
+        for op in stages[:-1]:
+            if not op.reduce_axis:
+                s[op].compute_inline()
+        branches.append([op.output(0) for op in stages if op.reduce_axis or op is out.op])
+    fused = s.create_fused_loop(branches, outs, [t.shape[0] for t in outs], name="hfuse")
+    s[fused[0]].parallel(fused[0].op.loop_axis)
+    for tensors in branches:
+        for t in tensors:
+            _vectorize_last_axis(s[t])
+    return s, fused
+
+
+def _vectorize_last_axis(stage: te.Stage) -> None:
+    """Vectorize the stage's last data axis (a channel block, a row) when its extent is a
+    vector's (2 to 16 lanes), the reduction axes moved outside it."""
+    axes = stage.op.axis
+    extent = axes[-1].dom.extent
+    if len(axes) < 2 or not isinstance(extent, IntImm) or not 2 <= extent.value <= 16:
+        return
+    stage.reorder(*axes[1:-1], *stage.op.reduce_axis, axes[-1])
+    stage.vectorize(axes[-1])
+
+
+def _compute_stages(out: te.Tensor) -> list[te.ComputeOp]:
+    """The compute operations ``out`` is made of, producers first, ``out.op`` last."""
+    order: list[te.ComputeOp] = []
+
+    def visit(op) -> None:
+        if isinstance(op, te.ComputeOp) and op not in order:
+            for t in op.input_tensors:
+                visit(t.op)
+            order.append(op)
+
+    visit(out.op)
+    return order

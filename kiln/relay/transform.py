@@ -1,11 +1,14 @@
 """Graph passes: parameter binding, constant folding, batch-norm folding into convolutions,
-depthwise weight layout, operator fusion and static memory planning."""
+depthwise weight layout, operator fusion and memory planning (static; a graph with symbolic
+dimensions gets its intermediates' lifetimes, planned at run time)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from kiln.runtime.graph_executor import plan_storages
 
 from .graph import Graph, Node, call, const
 from .op import BROADCAST, INJECTIVE, OPS, OUT_ELEMWISE_FUSABLE, PATTERN_NAMES, pattern
@@ -126,6 +129,11 @@ class Group:
     def output(self) -> Node:
         return self.nodes[-1]
 
+    @property
+    def outputs(self) -> list[Node]:
+        """The nodes the group's kernel writes (its output)."""
+        return [self.output]
+
     def describe(self) -> str:
         kind = PATTERN_NAMES.get(self.anchor_pattern, str(self.anchor_pattern))
         return f"{' + '.join(op_label(n) for n in self.nodes)}  [{kind}]"
@@ -185,46 +193,29 @@ def fuse_ops(graph: Graph, opt_level: int = 3) -> list[Group]:
 
 
 # ---- memory planning -----------------------------------------------------------------------
-def plan_memory(groups: list[Group], graph: Graph) -> tuple[dict[int, int], list[int], int]:
-    """Assign each intermediate (a group output that is not a graph output) a storage id,
-    reusing storages whose tensors are dead (liveness by kernel order, best fit).
-
-    Returns (node uid -> storage id, storage sizes in bytes, bytes without reuse)."""
+def lifetimes(groups: list[Group], graph: Graph) -> dict[int, tuple[int, int]]:
+    """The first and last step (kernel index) of each intermediate: a group output that is
+    not a graph output, by node uid, in run order. ``groups`` are the kernels: a
+    :class:`.horizontal_fusion.HorizontalGroup` writes all its groups' outputs in one step."""
     outs = {o.uid for o in graph.outputs}
     last_use: dict[int, int] = {}
     for k, g in enumerate(groups):
         for n in g.nodes:
             for i in n.inputs:
                 last_use[i.uid] = k
-    sizes: list[int] = []
-    free: list[int] = []
-    assign: dict[int, int] = {}
-    live: list[tuple[int, int]] = []  # (last use, storage)
-    naive = 0
-    for k, g in enumerate(groups):
-        still = []
-        for lu, sid in live:
-            if lu < k:
-                free.append(sid)
-            else:
-                still.append((lu, sid))
-        live = still
-        o = g.output
-        if o.uid in outs:
-            continue
-        need = max(o.nbytes, 1)
-        naive += need
-        fits = [s for s in free if sizes[s] >= need]
-        if fits:
-            sid = min(fits, key=lambda s: sizes[s])
-        elif free:
-            sid = max(free, key=lambda s: sizes[s])
-            sizes[sid] = need
-        else:
-            sid = len(sizes)
-            sizes.append(need)
-        if sid in free:
-            free.remove(sid)
-        assign[o.uid] = sid
-        live.append((last_use.get(o.uid, k), sid))
-    return assign, sizes, naive
+    return {o.uid: (k, last_use.get(o.uid, k)) for k, g in enumerate(groups)
+            for o in g.outputs if o.uid not in outs}
+
+
+def plan_memory(groups: list[Group], graph: Graph) -> tuple[dict[int, int], list[int], int]:
+    """Assign each intermediate (a group output that is not a graph output) a storage id,
+    reusing storages whose tensors are dead (liveness by kernel order, best fit:
+    :func:`kiln.runtime.graph_executor.plan_storages`, which plans a dynamic graph's
+    storages at run time). The graph's shapes must be static.
+
+    Returns (node uid -> storage id, storage sizes in bytes, bytes without reuse)."""
+    live = lifetimes(groups, graph)
+    nodes = {o.uid: o for g in groups for o in g.outputs}
+    need = {uid: max(nodes[uid].nbytes, 1) for uid in live}
+    sids, sizes = plan_storages([(*live[uid], need[uid]) for uid in live])
+    return dict(zip(live, sids, strict=True)), sizes, sum(need.values())

@@ -11,6 +11,15 @@ Every tensor of the plan lives on the device the graph runs on: for a graph buil
 planned storages on the GPU once, ``set_input`` copies host data in, ``run`` launches the
 kernels on the default stream and ``get_output`` copies the result out.
 
+A graph with symbolic dimensions (a dynamic batch or sequence length: the plan's
+``shape_vars`` name them, tensor shapes hold their expressions, ``storages`` is null and
+each intermediate tensor carries its ``live`` steps) is compiled once: the graph module
+binds the dimensions from the shapes of the inputs ``set_input`` receives, plans the
+storages for those shapes (:func:`plan_storages`, the best fit the compiler uses for static
+graphs) and caches the arrays and calls of each shape, so returning to a size is free. A
+row-blocked step (``rows``, :mod:`kiln.relay.row_blocks`) runs its static kernels over
+blocks of the rows of its tensors.
+
 Both of TVM's flows work:
 
 * the factory: ``lib = relay.build(...)``; ``GraphModule(lib["default"](dev))``;
@@ -23,15 +32,18 @@ Both of TVM's flows work:
 
 from __future__ import annotations
 
+import ast
 import functools
 import io
 import json
+import operator
 import os
 import shutil
 import tarfile
 import tempfile
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +71,62 @@ def _plan_device(plan: dict, dev: Device | None) -> Device:
         raise TVMError(f"GraphModule: this graph was built for {built_for} and cannot run on "
                        f"{dev}; create it with lib['default'](kiln.{built_for}(0))")
     return dev
+
+
+def plan_storages(lifetimes: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    """Storages for tensors given as ``(first step, last step, bytes)`` in order of their
+    first step: a tensor reuses a storage whose tensors are all dead before its first step
+    (the smallest that fits, else the largest free one, grown), or gets a new one. Returns
+    the storage of each tensor and the storage sizes in bytes."""
+    sizes: list[int] = []
+    free: list[int] = []
+    live: list[tuple[int, int]] = []  # (last step, storage)
+    assign: list[int] = []
+    for first, last, need in lifetimes:
+        free += [sid for lu, sid in live if lu < first]
+        live = [(lu, sid) for lu, sid in live if lu >= first]
+        fits = [sid for sid in free if sizes[sid] >= need]
+        if fits:
+            sid = min(fits, key=lambda x: sizes[x])
+        elif free:
+            sid = max(free, key=lambda x: sizes[x])
+            sizes[sid] = need
+        else:
+            sid = len(sizes)
+            sizes.append(need)
+        if sid in free:
+            free.remove(sid)
+        assign.append(sid)
+        live.append((last, sid))
+    return assign, sizes
+
+
+#: the operations a symbolic dimension's expression in a plan may use (kiln's printed form)
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_CALLS = {"floordiv": operator.floordiv, "floormod": operator.mod, "min": min, "max": max}
+
+
+def eval_dim(dim: int | str, env: dict[str, int]) -> int:
+    """The value of a plan's dimension: an int, or the expression of symbolic dimensions
+    (``"(batch*512)"``, ``"floordiv((seq + 3), 2)"``) evaluated with their values ``env``."""
+    if isinstance(dim, int):
+        return dim
+
+    def ev(e: ast.AST) -> int:
+        if isinstance(e, ast.Constant) and isinstance(e.value, int):
+            return e.value
+        if isinstance(e, ast.Name) and e.id in env:
+            return env[e.id]
+        if isinstance(e, ast.BinOp) and type(e.op) in _BINOPS:
+            return _BINOPS[type(e.op)](ev(e.left), ev(e.right))
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return -ev(e.operand)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in _CALLS:
+            return _CALLS[e.func.id](*(ev(a) for a in e.args))
+        raise TVMError(f"graph plan: cannot evaluate the dimension {dim!r} with {env}")
+
+    return ev(ast.parse(dim, mode="eval").body)
 
 
 class GraphExecutorFactoryModule:
@@ -167,41 +235,54 @@ class GraphModule:
         self.factory = module
         plan = module.plan
         self.dev = _plan_device(plan, dev)
-        store = [empty((max(s, 1) + 64,), "uint8", self.dev) for s in plan["storages"]]
-        self._arrays: list[NDArray] = []
-        self._inputs: dict[str, NDArray] = {}
         self._params: dict[str, NDArray] = {}
         for t in plan["tensors"]:
             if "const" in t and t["const"] in module.consts:
-                a = array(np.array(module.consts[t["const"]], order="C"), self.dev)
-                self._params[t["const"]] = a
+                self._params[t["const"]] = array(np.array(module.consts[t["const"]],
+                                                          order="C"), self.dev)
             elif "const" in t:  # a graph JSON without its parameters: set_input/load_params
-                a = empty(t["shape"], t["dtype"], self.dev)
-                self._params[t["const"]] = a
-            elif "storage" in t:
-                a = _view(store[t["storage"]], t["shape"], t["dtype"])
-            else:
-                a = empty(t["shape"], t["dtype"], self.dev)
-                if "input" in t:
-                    self._inputs[t["input"]] = a
-            self._arrays.append(a)
-        self._store = store
-        lib = module.lib
-        self._calls = [(lib.get_function(s["func"]), [self._arrays[i] for i in s["args"]])
-                       for s in plan["steps"]]
-        self._launches = [_prepared(f, args) for f, args in self._calls]
-        self._outputs = [self._arrays[i] for i in plan["outputs"]]
+                self._params[t["const"]] = empty(t["shape"], t["dtype"], self.dev)
+        self._shape_vars: dict[str, list] = plan.get("shape_vars", {})
+        self._instances: dict[tuple, _Instance] = {}
+        env = {v: 1 for v in self._shape_vars}  # dynamic graphs start at every size 1
+        self._use(env)
+
+    def _use(self, env: dict[str, int]) -> None:
+        """Run the graph at the symbolic dimensions ``env`` from now on: its arrays and calls
+        for those shapes, made and cached on first use."""
+        key = tuple(sorted(env.items()))
+        if key not in self._instances:
+            self._instances[key] = _instantiate(self.factory, self._params, env, self.dev)
+        self._env = env
+        self._cur = self._instances[key]
+
+    @property
+    def num_cached_plans(self) -> int:
+        """How many input shapes this graph module holds arrays and calls for."""
+        return len(self._instances)
+
+    def _bind_shape(self, name: str, shape: tuple[int, ...]) -> None:
+        """Switch to the shapes that input ``name`` of ``shape`` implies (dynamic graphs)."""
+        env = dict(self._env)
+        for var, (inp, ax) in self._shape_vars.items():
+            if inp == name and ax < len(shape):
+                env[var] = int(shape[ax])
+        if env != self._env:
+            self._use(env)
 
     def set_input(self, key=None, value=None, **params) -> None:
         if key is not None:
             if isinstance(key, int):
                 key = self.factory.plan["inputs"][key]
-            if key not in self._inputs:
+            if key not in self._cur.inputs:
                 raise KeyError(f"graph has no input {key!r} (inputs: "
-                               f"{', '.join(self._inputs)})")
-            self._inputs[key].copyfrom(value.numpy() if isinstance(value, NDArray) else value)
+                               f"{', '.join(self._cur.inputs)})")
+            data = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
+            if self._shape_vars:
+                self._bind_shape(key, data.shape)
+            self._cur.inputs[key].copyfrom(data)
         for k, v in params.items():
-            if k in self._inputs:
+            if k in self._cur.inputs:
                 self.set_input(k, v)
             elif k in self._params:
                 self._params[k].copyfrom(v.numpy() if isinstance(v, NDArray) else v)
@@ -213,11 +294,11 @@ class GraphModule:
     def run(self, **inputs) -> None:
         if inputs:
             self.set_input(**inputs)
-        for launch in self._launches:
+        for launch in self._cur.launches:
             launch()
 
     def get_output(self, index: int, out=None) -> NDArray:
-        a = self._outputs[index]
+        a = self._cur.outputs[index]
         if out is not None:
             out.copyfrom(a)
             return out
@@ -226,13 +307,13 @@ class GraphModule:
     def get_input(self, key) -> NDArray:
         if isinstance(key, int):
             key = self.factory.plan["inputs"][key]
-        return self._inputs[key]
+        return self._cur.inputs[key]
 
     def get_num_outputs(self) -> int:
-        return len(self._outputs)
+        return len(self._cur.outputs)
 
     def get_num_inputs(self) -> int:
-        return len(self._inputs)
+        return len(self._cur.inputs)
 
     @property
     def module(self) -> GraphModule:
@@ -257,7 +338,82 @@ class GraphModule:
         """Mean seconds of each kernel over ``number`` runs, in run order."""
         self.run()
         return [(f.name, _evaluator(f, self.dev, number, 1)(*args).mean)
-                for f, args in self._calls]
+                for f, args in self._cur.calls]
+
+
+@dataclass
+class _Instance:
+    """A graph's arrays and kernel calls at one binding of its symbolic dimensions."""
+
+    inputs: dict[str, NDArray] = field(default_factory=dict)
+    calls: list[tuple[Callable, list[NDArray]]] = field(default_factory=list)
+    launches: list[Callable[[], None]] = field(default_factory=list)
+    outputs: list[NDArray] = field(default_factory=list)
+    storages: list[NDArray] = field(default_factory=list)
+
+
+def _instantiate(factory: GraphExecutorFactoryModule, params: dict[str, NDArray],
+                 env: dict[str, int], dev: Device) -> _Instance:
+    """The arrays and calls of ``factory``'s plan with its symbolic dimensions at ``env``:
+    the parameters shared, the planned storages (planned now for a dynamic graph)
+    allocated, every intermediate tensor a view into its storage."""
+    plan = factory.plan
+    tensors = plan["tensors"]
+    shapes = [[eval_dim(d, env) for d in t["shape"]] for t in tensors]
+    if plan["storages"] is None:  # dynamic: plan the storages for these shapes
+        planned = [k for k, t in enumerate(tensors) if "live" in t]
+        sids, sizes = plan_storages([(*tensors[k]["live"], max(1, int(np.prod(
+            shapes[k], dtype=np.int64)) * np.dtype(tensors[k]["dtype"]).itemsize))
+            for k in planned])
+        storage_of = dict(zip(planned, sids, strict=True))
+    else:
+        sizes = plan["storages"]
+        storage_of = {k: t["storage"] for k, t in enumerate(tensors) if "storage" in t}
+    inst = _Instance(storages=[empty((max(s, 1) + 64,), "uint8", dev) for s in sizes])
+    arrays: list[NDArray] = []
+    for k, t in enumerate(tensors):
+        if "const" in t:
+            a = params[t["const"]]
+        elif k in storage_of:
+            a = _view(inst.storages[storage_of[k]], shapes[k], t["dtype"])
+        else:
+            a = empty(shapes[k], t["dtype"], dev)
+            if "input" in t:
+                inst.inputs[t["input"]] = a
+        arrays.append(a)
+    lib = factory.lib
+    inst.calls = [call for st in plan["steps"] for call in _step_calls(
+        lib, st, [arrays[i] for i in st["args"]], [tensors[i] for i in st["args"]], env)]
+    inst.launches = [_prepared(f, args) for f, args in inst.calls]
+    inst.outputs = [arrays[i] for i in plan["outputs"]]
+    return inst
+
+
+def _step_calls(lib, step: dict, args: list[NDArray], specs: list[dict],
+                env: dict[str, int]) -> list[tuple[Callable, list[NDArray]]]:
+    """The kernel calls of one plan step: its function on ``args``, or, for a row-blocked
+    step (``rows``: the symbolic leading dimension and the kernels by row count, largest
+    first), as many blocks of each count as fit in the rows left, each kernel on views of
+    its rows of the arguments whose leading dimension is that variable."""
+    if "rows" not in step:
+        return [(lib.get_function(step["func"]), args)]
+    var = step["rows"]["var"]
+    sliced = [bool(t["shape"]) and t["shape"][0] == var for t in specs]
+    calls, start, n = [], 0, env[var]
+    for count, name in step["rows"]["kernels"]:
+        func = lib.get_function(name)
+        while n - start >= count:
+            calls.append((func, [_rows(a, start, count) if cut else a
+                                 for a, cut in zip(args, sliced, strict=True)]))
+            start += count
+    return calls
+
+
+def _rows(a: NDArray, start: int, count: int) -> NDArray:
+    """Rows ``[start, start + count)`` of ``a`` as a view."""
+    row = int(np.prod(a.shape[1:], dtype=np.int64)) * np.dtype(a.dtype).itemsize
+    return NDArray._view(a._ptr + start * row, (count, *a.shape[1:]), a.dtype, a.device,
+                         lambda: a)
 
 
 def _prepared(func, args: list[NDArray]) -> Callable[[], None]:

@@ -10,7 +10,9 @@ range are an error, never wrapped.
 
 Initializers become parameters (``params``, name -> NDArray) referenced by constant nodes;
 graph inputs that are not initializers become graph inputs, their shapes from the model or
-from ``shape`` (name -> tuple).
+from ``shape`` (name -> tuple). A symbolic dimension of the model that ``shape`` does not fix
+stays a ``te.var`` (docs/dynamic.md, "Whole models"); an operator that cannot be compiled
+with it is an :class:`OpNotImplemented` naming the operator and the dimension.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .onnx_check import (
     load,
     scalar,
 )
+from .onnx_qnn import QuantizedConverters
 
 __all__ = ["from_onnx", "OnnxImportError", "OpNotImplemented"]
 
@@ -87,12 +90,43 @@ def _pads(at, kernel, strides, dilation, in_hw) -> tuple[int, int, int, int]:
     return pads
 
 
-def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise OnnxImportError(f"shapes {' and '.join(str(list(s)) for s in shapes)} cannot be "
-                              f"broadcast together") from None
+def _broadcast(*shapes: tuple) -> tuple:
+    """numpy's broadcast of ``shapes``, whose dimensions may be symbolic (``te.var``): a
+    symbolic dimension broadcasts with 1 and with itself."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*[(1,) * (rank - len(s)) + tuple(s) for s in shapes], strict=True):
+        other = {str(d): d for d in dims if not (isinstance(d, int) and d == 1)}
+        if len(other) > 1:
+            raise OnnxImportError(f"shapes {' and '.join(str(list(s)) for s in shapes)} "
+                                  f"cannot be broadcast together")
+        out.append(next(iter(other.values()), 1))
+    return tuple(out)
+
+
+#: ONNX operator -> the axes of its first input that may be symbolic (None: any axis, the
+#: operand shapes of its other inputs too); an operator not listed takes static shapes only
+_SYMBOLIC_AXES: dict[str, frozenset[int] | None] = {
+    **dict.fromkeys(("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "Add", "Sub", "Mul",
+                     "Div", "Identity", "Dropout", "Transpose", "Softmax"), None),
+    **dict.fromkeys(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                     "BatchNormalization", "Gemm", "MatMul", "Flatten"), frozenset({0})),
+}
+
+
+def _check_symbolic(op_type: str, xs: list) -> None:
+    """Raise OpNotImplemented naming the operator and the dimension when an input of
+    ``op_type`` has a symbolic dimension the operator cannot be compiled with."""
+    allowed = _SYMBOLIC_AXES.get(op_type, frozenset())
+    if allowed is None:
+        return
+    for k, x in enumerate(xs):
+        for ax, d in enumerate(() if x is None else x.shape):
+            if not isinstance(d, int) and (k > 0 or ax not in allowed):
+                raise OpNotImplemented(
+                    f"{op_type} cannot be compiled with the symbolic dimension {d} (axis {ax} "
+                    f"of input {k}, shape {list(x.shape)}); give it a value with "
+                    f"from_onnx(shape=...)")
 
 
 def _distinct_axes(axes, rank: int, what: str) -> list[int]:
@@ -110,10 +144,12 @@ _FOLD = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
 _F32 = np.finfo(np.float32)
 
 
-class _Converter:
+class _Converter(QuantizedConverters):
     def __init__(self, opset: int) -> None:
         self.opset = opset
         self.values: dict[str, Node] = {}
+        #: the number of outputs of the node being converted (Split's parts)
+        self.num_outputs = 1
 
     def const_value(self, n: Node, what: str) -> np.ndarray:
         if not n.is_const:
@@ -220,17 +256,19 @@ class _Converter:
         return call("global_avg_pool2d", xs, name=name)
 
     def ReduceMean(self, xs, at, name):  # noqa: N802
-        """The spatial mean of an NCHW tensor (``x.mean((2, 3))`` in exported models) as a
-        global average pooling; other reductions are not supported."""
+        """The mean over ``axes`` (all when absent): of an NCHW tensor over its spatial
+        axes (``x.mean((2, 3))`` in exported models) a global average pooling, else ``mean``
+        (a layer norm decomposed by exporters before opset 17)."""
         x = xs[0]
         axes = self._axes(xs, at, "ReduceMean")
         nd = len(x.shape)
         if axes is not None:
             axes = _distinct_axes(axes, nd, "ReduceMean")
-        if nd != 4 or axes is None or sorted(axes) != [2, 3]:
-            raise OpNotImplemented(f"ReduceMean over axes {axes} of a {nd}-D tensor (only the "
-                                   f"spatial axes (2, 3) of NCHW)")
-        return spatial_mean(x, bool(at.get("keepdims", 1)), name)
+        keepdims = bool(at.get("keepdims", 1))
+        if nd == 4 and axes is not None and sorted(axes) == [2, 3]:
+            return spatial_mean(x, keepdims, name)
+        axes = tuple(range(nd)) if axes is None else tuple(sorted(axes))
+        return call("mean", [x], name=name, axis=axes, keepdims=keepdims)
 
     def BatchNormalization(self, xs, at, name):  # noqa: N802
         x, gamma, beta, mean, var = xs
@@ -278,25 +316,13 @@ class _Converter:
                 y = call("add", [y, c], name=name + "_bias")
         return y
 
-    def MatMul(self, xs, at, name):  # noqa: N802
-        a, b = xs
-        if len(a.shape) != 2 or len(b.shape) != 2:
-            raise OpNotImplemented(f"MatMul: only 2-D x 2-D is supported, got {list(a.shape)} "
-                                   f"x {list(b.shape)}")
-        if a.shape[1] != b.shape[0]:
-            raise OnnxImportError(f"shapes {list(a.shape)} and {list(b.shape)} cannot be "
-                                  f"multiplied")
-        if b.is_const:
-            return call("dense", [a, transpose(b, (1, 0), name)], name=name)
-        return call("matmul", [a, b], name=name)
-
     def Flatten(self, xs, at, name):  # noqa: N802
         x = xs[0]
         nd = len(x.shape)
         a = axis(at.get("axis", 1), nd, "Flatten axis", end_inclusive=True)
-        lead = int(np.prod(x.shape[:a], dtype=np.int64))
         if a == 1:
             return call("flatten", [x], name=name)
+        lead = int(np.prod(x.shape[:a], dtype=np.int64))
         return call("reshape", [x], name=name, newshape=(lead, -1))
 
     def Reshape(self, xs, at, name):  # noqa: N802
@@ -313,9 +339,10 @@ class _Converter:
         x = xs[0]
         nd = len(x.shape)
         a = axis(at.get("axis", -1 if self.opset >= 13 else 1), nd, "Softmax axis")
-        if self.opset < 13 and a != nd - 1:
-            raise OpNotImplemented(f"Softmax (opset {self.opset}) with axis {a} on a "
-                                   f"{nd}-D input (flattening semantics)")
+        if self.opset < 13 and a != nd - 1:  # over the flattened axes a.. (a 2-D softmax)
+            flat = reshape(x, (math.prod(x.shape[:a]), math.prod(x.shape[a:])), f"{name}_2d")
+            y = call("softmax", [flat], name=f"{name}_flat", axis=1)
+            return reshape(y, tuple(x.shape), name)
         return call("softmax", [x], name=name, axis=a)
 
     def Constant(self, xs, at, name):  # noqa: N802
@@ -373,17 +400,19 @@ class _Converter:
         return const(shp[start:end], name)
 
     def Gather(self, xs, at, name):  # noqa: N802
+        """``take`` along ``axis`` (negative indices count from the end); folded when both
+        operands are constants (the shape computations of exported models), an embedding
+        lookup (``take`` of a constant table at computed indices) otherwise."""
         data, idx = xs
-        if not (data.is_const and idx.is_const):
-            raise OpNotImplemented("Gather on a computed tensor (only constant folding of "
-                                   "shape computations is supported)")
-        a = axis(at.get("axis", 0), data.value.ndim, "Gather axis")
-        n = data.value.shape[a]
-        if idx.value.dtype.kind not in "iu" or np.any((idx.value < -n) | (idx.value >= n)):
+        a = axis(at.get("axis", 0), len(data.shape), "Gather axis")
+        n = data.shape[a]
+        if idx.is_const and (idx.value.dtype.kind not in "iu" or
+                             np.any((idx.value < -n) | (idx.value >= n))):
             raise OnnxImportError(f"Gather indices {idx.value.tolist()} are not integers in "
-                                  f"[{-n}, {n - 1}] (axis {a} of shape "
-                                  f"{list(data.value.shape)})")
-        return const(np.take(data.value, idx.value, axis=a), name)
+                                  f"[{-n}, {n - 1}] (axis {a} of shape {list(data.shape)})")
+        if data.is_const and idx.is_const:
+            return const(np.take(data.value, idx.value, axis=a), name)
+        return call("take", [data, idx], name=name, axis=a)
 
     def _axes(self, xs, at, what):
         if len(xs) > 1:
@@ -423,7 +452,7 @@ class _Converter:
             return const(x.value.astype(to), name)
         if to.name == x.dtype:
             return x
-        raise OpNotImplemented(f"Cast of a computed tensor from {x.dtype} to {to}")
+        return call("cast", [x], name=name, dtype=to.name)
 
     def Dropout(self, xs, at, name):  # noqa: N802  (inference: identity)
         for x, what in zip(xs[1:], ("ratio", "training_mode"), strict=False):
@@ -444,6 +473,164 @@ class _Converter:
         if sorted(perm) != list(range(nd)):
             raise OnnxImportError(f"perm {list(perm)} is not a permutation of the {nd} axes")
         return transpose(xs[0], perm, name)
+
+    # ---- transformer operators (attention, layer norm, GELU, masks, embeddings) -------
+    def MatMul(self, xs, at, name):  # noqa: N802
+        """numpy's ``matmul`` for operands of rank >= 2: a 2-D product is ``dense`` (a
+        constant right operand) or ``matmul``; an N-D one with a constant 2-D right operand
+        (a linear layer) is ``dense`` on the flattened rows; any other is ``batch_matmul``
+        over the broadcast leading (batch) dimensions."""
+        a, b = xs
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise OpNotImplemented(f"MatMul of a 1-D operand ({list(a.shape)} x "
+                                   f"{list(b.shape)})")
+        if a.shape[-1] != b.shape[-2]:
+            raise OnnxImportError(f"shapes {list(a.shape)} and {list(b.shape)} cannot be "
+                                  f"multiplied")
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        if len(a.shape) == len(b.shape) == 2:
+            if b.is_const:
+                return call("dense", [a, transpose(b, (1, 0), name)], name=name)
+            return call("matmul", [a, b], name=name)
+        if len(b.shape) == 2 and b.is_const:
+            rows = reshape(a, (math.prod(a.shape[:-1]), k), f"{name}_rows")
+            y = call("dense", [rows, transpose(b, (1, 0), name)], name=name)
+            return reshape(y, a.shape[:-1] + (n,), f"{name}_out")
+        batch = _broadcast(a.shape[:-2], b.shape[:-2])
+        a3, b3 = (self._batched(x, batch, rows, f"{name}_{w}")
+                  for x, rows, w in ((a, (m, k), "a"), (b, (k, n), "b")))
+        y = call("batch_matmul", [a3, b3], name=name)
+        return reshape(y, batch + (m, n), f"{name}_out")
+
+    @staticmethod
+    def _batched(x: Node, batch: tuple[int, ...], rows: tuple[int, int], name: str) -> Node:
+        """``x`` as a 3-D ``[B, rows]`` operand of ``batch_matmul`` for the broadcast
+        ``batch`` dimensions: a batch of one stays one (batch_matmul broadcasts it)."""
+        if math.prod(x.shape[:-2]) == 1:
+            return reshape(x, (1,) + rows, name)
+        if tuple(x.shape[:-2]) != batch:
+            x = call("broadcast_to", [x], name=f"{name}_bcast", shape=batch + rows)
+        return reshape(x, (math.prod(batch),) + rows, name)
+
+    def LayerNormalization(self, xs, at, name):  # noqa: N802
+        x, gamma = xs[0], xs[1]
+        nd = len(x.shape)
+        a = axis(at.get("axis", -1), nd, "LayerNormalization axis")
+        norm = tuple(x.shape[a:])
+        beta = xs[2] if len(xs) > 2 else const(np.zeros(norm, x.dtype), f"{name}_beta")
+        for t, what in ((gamma, "Scale"), (beta, "B")):
+            if _broadcast(t.shape, norm) != norm:
+                raise OnnxImportError(f"{what}'s shape {list(t.shape)} does not broadcast to "
+                                      f"the normalized shape {list(norm)}")
+        gamma, beta = (t if t.shape == norm else call("broadcast_to", [t], shape=norm)
+                       for t in (gamma, beta))
+        return call("layer_norm", [x, gamma, beta], name=name, axis=tuple(range(a, nd)),
+                    epsilon=float(at.get("epsilon", 1e-5)))
+
+    def Erf(self, xs, at, name):  # noqa: N802
+        return call("erf", xs, name=name)
+
+    def Gelu(self, xs, at, name):  # noqa: N802
+        """``x * Φ(x)`` (opset 20): exact, ``0.5 x (1 + erf(x / √2))``, or with
+        ``approximate="tanh"``, ``0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))``."""
+        x = xs[0]
+        approx = at.get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+
+        def c(v: float) -> Node:
+            return const(np.array(v, x.dtype))
+
+        if approx == "tanh":
+            cube = call("multiply", [call("multiply", [x, x]), x])
+            inner = call("add", [x, call("multiply", [cube, c(0.044715)])])
+            phi = call("tanh", [call("multiply", [inner, c(math.sqrt(2 / math.pi))])])
+        elif approx == "none":
+            phi = call("erf", [call("multiply", [x, c(1 / math.sqrt(2))])])
+        else:
+            raise OnnxImportError(f"Gelu approximate {approx!r} is not 'none' or 'tanh'")
+        half_x = call("multiply", [x, c(0.5)])
+        return call("multiply", [half_x, call("add", [phi, c(1.0)])], name=name)
+
+    def Sqrt(self, xs, at, name):  # noqa: N802
+        return call("sqrt", xs, name=name)
+
+    def Neg(self, xs, at, name):  # noqa: N802
+        return call("negative", xs, name=name)
+
+    def Pow(self, xs, at, name):  # noqa: N802
+        """``x ** y``; a constant exponent 2 (a variance) is ``x * x``."""
+        x, y = xs
+        _broadcast(x.shape, y.shape)
+        if y.is_const and y.value.size == 1 and float(y.value.reshape(())) == 2.0:
+            return call("multiply", [x, x], name=name)
+        if y.is_const and y.dtype != x.dtype:
+            y = const(y.value.astype(x.dtype), f"{name}_exponent")
+        return call("power", [x, y], name=name)
+
+    def Equal(self, xs, at, name):  # noqa: N802
+        a, b = xs
+        _broadcast(a.shape, b.shape)
+        if all(x.is_const for x in xs):
+            return const(np.equal(a.value, b.value), name)
+        return call("equal", xs, name=name)
+
+    def Where(self, xs, at, name):  # noqa: N802
+        cond, x, y = xs
+        _broadcast(cond.shape, x.shape, y.shape)
+        if all(t.is_const for t in xs):
+            return const(np.where(cond.value, x.value, y.value), name)
+        return call("where", xs, name=name)
+
+    def ConstantOfShape(self, xs, at, name):  # noqa: N802
+        """A constant tensor of the (constant) shape ``xs[0]``, filled with ``value``'s one
+        element (float32 0 when absent); exporters write it for expanded class tokens."""
+        import onnx.numpy_helper
+
+        shape = self.const_ints(xs[0], "ConstantOfShape shape")
+        value = (onnx.numpy_helper.to_array(at["value"]) if "value" in at
+                 else np.zeros(1, np.float32))
+        if value.size != 1:
+            raise OnnxImportError(f"ConstantOfShape value must hold one element, got shape "
+                                  f"{list(value.shape)}")
+        return const(np.full(shape, value.reshape(()), value.dtype), name)
+
+    def Expand(self, xs, at, name):  # noqa: N802
+        x = xs[0]
+        shape = _broadcast(x.shape, tuple(self.const_ints(xs[1], "Expand shape")))
+        if x.is_const:
+            return const(np.broadcast_to(x.value, shape).copy(), name)
+        if shape == tuple(x.shape):
+            return x
+        return call("broadcast_to", [x], name=name, shape=shape)
+
+    def Split(self, xs, at, name):  # noqa: N802
+        """The parts of ``x`` along ``axis``: the sizes from the ``split`` input (opset 13)
+        or attribute, else ``num_outputs`` (opset 18) or the node's outputs, equal parts
+        (the last smaller); each part is a ``strided_slice``."""
+        x = xs[0]
+        a = axis(at.get("axis", 0), len(x.shape), "Split axis")
+        n = x.shape[a]
+        if len(xs) > 1:
+            sizes = self.const_ints(xs[1], "Split split")
+        elif "split" in at:
+            sizes = [int(s) for s in at["split"]]
+        else:
+            parts = int(at.get("num_outputs", self.num_outputs))
+            step = -(-n // parts)
+            sizes = [min(step, n - i * step) for i in range(parts)]
+        if sum(sizes) != n or min(sizes) < 0 or len(sizes) != self.num_outputs:
+            raise OnnxImportError(f"Split sizes {sizes} do not cut axis {a} (size {n}) into "
+                                  f"the node's {self.num_outputs} outputs")
+        starts = np.cumsum([0] + sizes)
+        return tuple(self._slice(x, a, int(b), int(e), f"{name}_{i}")
+                     for i, (b, e) in enumerate(zip(starts[:-1], starts[1:], strict=True)))
+
+    @staticmethod
+    def _slice(x: Node, a: int, begin: int, end: int, name: str) -> Node:
+        attrs = {"begin": (begin,), "end": (end,), "strides": (1,), "axes": (a,)}
+        if x.is_const:
+            return const(np_strided_slice(x.value, attrs), name)
+        return call("strided_slice", [x], name=name, **attrs)
 
 
 def _reshaped(in_shape: tuple[int, ...], shape: list[int]) -> list[int]:
@@ -489,19 +676,22 @@ def _convert_node(conv: _Converter, node, k: int) -> None:
     real_outs = [o for o in node.output if o]
     if node.op_type == "Dropout":
         real_outs = real_outs[:1]
-    if len(real_outs) != 1:
+    conv.num_outputs = len(real_outs)
+    if len(real_outs) != 1 and node.op_type != "Split":
         what = "BatchNormalization in training mode" if node.op_type == \
             "BatchNormalization" else f"{node.op_type} with {len(real_outs)} outputs"
         raise OpNotImplemented(f"{where}: {what}")
     try:
         check_missing_inputs(node, conv.opset)
         check_operand_dtypes(node.op_type, xs)
+        _check_symbolic(node.op_type, xs)
         keep_missing = node.op_type in ("Clip", "Slice")  # optional inputs by position
         args = xs if keep_missing else [x for x in xs if x is not None]
         out = fn(args, _attrs(node), name)
     except (OpNotImplemented, OnnxImportError) as e:
         raise type(e)(f"{where}: {e}") from None
-    conv.values[real_outs[0]] = out
+    for o, v in zip(real_outs, out if isinstance(out, tuple) else (out,), strict=True):
+        conv.values[o] = v
 
 
 def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=None,
@@ -530,10 +720,11 @@ def from_onnx(model, shape: dict | None = None, dtype: str = "float32", opset=No
         c.attrs["param"] = True
         params[init.name] = arr
     inputs = []
+    dims: dict = {}  # symbolic dimension name -> its te.var, shared by the inputs naming it
     for vi in g.input:
         if vi.name in conv.values:
             continue
-        shp, dt = input_type(vi, shape.get(vi.name))
+        shp, dt = input_type(vi, shape.get(vi.name), dims)
         n = input_node(vi.name, shp, dt)
         conv.values[vi.name] = n
         inputs.append(n)

@@ -9,7 +9,7 @@ can compile; anything else fails here with a kiln error that names the part at f
   it does not hold the model to the shapes it declares for its outputs and intermediate
   values (kiln infers them from the inputs);
 * :func:`input_type` reads a graph input's shape and dtype, rejecting unknown element types
-  and zero, negative or unknown dimensions;
+  and zero or negative dimensions; a symbolic dimension (``dim_param``) becomes a ``te.var``;
 * :func:`check_missing_inputs` rejects inputs left out that are not optional, and
   :func:`check_operand_dtypes` computed operands of a dtype kiln's kernels do not
   take (float32 for arithmetic and NN operators; data-movement operators take more);
@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.errors import TVMError
+from kiln.ir.expr import Var
 
 
 class OnnxImportError(TVMError, ValueError):
@@ -52,6 +53,10 @@ _OPERAND_DTYPES: dict[str, tuple[str, ...] | None] = {
     "Reshape": DATA_DTYPES, "Flatten": DATA_DTYPES, "Transpose": DATA_DTYPES,
     "Concat": DATA_DTYPES, "Slice": DATA_DTYPES, "Squeeze": DATA_DTYPES,
     "Unsqueeze": DATA_DTYPES, "Identity": None, "Dropout": None, "Shape": None, "Cast": None,
+    "Expand": DATA_DTYPES, "Split": DATA_DTYPES, "Gather": DATA_DTYPES, "Equal": DATA_DTYPES,
+    "Where": DATA_DTYPES + ("bool",),
+    "DequantizeLinear": ("int8", "uint8", "int32"), "QLinearConv": ("int8", "uint8"),
+    "QLinearMatMul": ("int8", "uint8"),
 }
 
 
@@ -155,9 +160,12 @@ def _dtype(vi) -> str:
                               f"type") from None
 
 
-def input_type(vi, shape: tuple[int, ...] | None) -> tuple[tuple[int, ...], str]:
+def input_type(vi, shape: tuple[int, ...] | None, dims: dict[str, Var] | None = None
+               ) -> tuple[tuple[int | Var, ...], str]:
     """Shape and dtype of graph input ``vi`` (a ValueInfoProto); ``shape`` replaces the
-    model's shape (``from_onnx(shape=...)``, needed for symbolic dimensions)."""
+    model's shape (``from_onnx(shape=...)``). A symbolic dimension of the model (its
+    ``dim_param``, or ``{input}_dim{k}`` when unnamed) is a ``te.var`` of that name, the
+    same variable for every input naming it (``dims`` collects them)."""
     tt = vi.type.tensor_type
     dtype = _dtype(vi)
     if dtype not in DATA_DTYPES:
@@ -165,24 +173,31 @@ def input_type(vi, shape: tuple[int, ...] | None) -> tuple[tuple[int, ...], str]
                                f"{', '.join(DATA_DTYPES)} tensors")
     declared = list(tt.shape.dim) if tt.HasField("shape") else None
     if shape is not None:
-        dims = [int(s) for s in shape]
-        if declared is not None and len(declared) != len(dims):
-            raise OnnxImportError(f"shape={{{vi.name!r}: {tuple(dims)}}} has rank {len(dims)}, "
+        out: list[int | Var] = [int(s) for s in shape]
+        if declared is not None and len(declared) != len(out):
+            raise OnnxImportError(f"shape={{{vi.name!r}: {tuple(out)}}} has rank {len(out)}, "
                                   f"but the model's input {vi.name!r} has rank {len(declared)}")
     elif declared is None:
         raise OnnxImportError(f"input {vi.name!r} has no shape in the model: pass "
                               f"shape={{'{vi.name}': (...)}}")
     else:
-        for d in declared:
-            if not d.HasField("dim_value"):
-                raise OnnxImportError(
-                    f"input {vi.name!r} has a symbolic dimension {d.dim_param!r}: pass "
-                    f"shape={{'{vi.name}': (...)}}")
-        dims = [d.dim_value for d in declared]
-    if any(d < 1 for d in dims):
-        raise OpNotImplemented(f"input {vi.name!r} has shape {dims}: kiln compiles tensors "
+        dims = {} if dims is None else dims
+        out = [d.dim_value if d.HasField("dim_value") else
+               _symbolic_dim(dims, d.dim_param or f"{vi.name}_dim{k}")
+               for k, d in enumerate(declared)]
+    if any(isinstance(d, int) and d < 1 for d in out):
+        raise OpNotImplemented(f"input {vi.name!r} has shape {out}: kiln compiles tensors "
                                f"whose dimensions are all positive")
-    return tuple(dims), dtype
+    return tuple(out), dtype
+
+
+def _symbolic_dim(dims: dict[str, Var], name: str) -> Var:
+    """The ``te.var`` of the symbolic dimension ``name`` (made on first use)."""
+    from kiln import te
+
+    if name not in dims:
+        dims[name] = te.var("".join(c if c.isalnum() else "_" for c in name) or "dim")
+    return dims[name]
 
 
 def check_missing_inputs(node, opset: int) -> None:

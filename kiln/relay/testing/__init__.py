@@ -24,7 +24,9 @@ from .onnx_models import (
     exported_flatten_pattern,
     gemm_classifier,
     get_model,
+    inception_block,
     maxpool_relu,
+    mlp_block,
     mobilenet_v2,
     pooling,
     random_input,
@@ -38,4 +40,4 @@ from .torch_models import onnx_to_torch
 __all__ = ["MODELS", "get_model", "random_input", "resnet18", "mobilenet_v2",
            "conv_bias_relu", "residual_block", "depthwise", "pooling", "gemm_classifier",
            "reshape_matmul_concat", "two_branches", "exported_flatten_pattern",
-           "maxpool_relu", "onnx_to_torch"]
+           "maxpool_relu", "mlp_block", "inception_block", "onnx_to_torch"]

@@ -7,7 +7,11 @@ output, and takes a ``seed``: the same arguments give the same model, byte for b
   default: 224x224 input, 1000 classes), input ``"input"``, output ``"output"``;
 * small models exercising one feature each (input ``"x"``, output ``"y"``): a conv with
   bias and relu, a residual block with batch norms, a depthwise block, pooling, a classifier
-  head, reshape/matmul/concat, two branches, the exporters' flatten pattern, max pool + relu.
+  head, reshape/matmul/concat, two branches, the exporters' flatten pattern, max pool + relu,
+  a transformer's MLP block, an inception block (parallel branches).
+
+A dimension given as a string (``resnet18(batch="batch")``, ``mlp_block(seq="seq")``) is
+symbolic in the model (its ``dim_param``).
 """
 
 from __future__ import annotations
@@ -177,6 +181,45 @@ def maxpool_relu(c=8, hw=12):
     return _model(nodes, [], [1, c, hw, hw], [1, c, out, out])
 
 
+def mlp_block(seq=16, d=64, hidden=256, seed=0):
+    """A transformer's MLP block on ``[seq, d]`` tokens: ``x + relu(x W1 + b1) W2 + b2``
+    (MatMul, Add, Relu); ``seq`` may be a name (a symbolic sequence length)."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("Add", ["h", "b1"], ["hb"], name="fc1_bias"),
+             helper.make_node("Relu", ["hb"], ["a"], name="act"),
+             helper.make_node("MatMul", ["a", "w2"], ["o"], name="fc2"),
+             helper.make_node("Add", ["o", "b2"], ["ob"], name="fc2_bias"),
+             helper.make_node("Add", ["ob", "x"], ["y"], name="residual")]
+    inits = [_w(rng, "w1", d, hidden, scale=d ** -0.5), _w(rng, "b1", hidden),
+             _w(rng, "w2", hidden, d, scale=hidden ** -0.5), _w(rng, "b2", d)]
+    return _model(nodes, inits, [seq, d], [seq, d])
+
+
+def inception_block(c=32, hw=8, seed=0):
+    """A GoogLeNet inception block: four branches from ``x`` — 1x1 conv; 1x1 then 3x3 conv;
+    1x1 then 5x5 conv; 3x3 max pool (stride 1) then 1x1 conv — each conv with bias and relu,
+    concatenated on the channels (``[1, c, hw, hw]`` -> ``[1, 2c + c // 2 + c // 2, hw, hw]``)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+
+    def conv_relu(x, name, cin, cout, k):
+        inits.extend([_w(rng, f"{name}_w", cout, cin, k, k), _w(rng, f"{name}_b", cout)])
+        nodes.extend([helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c"],
+                                       name=name, pads=[k // 2] * 4),
+                      helper.make_node("Relu", [f"{name}_c"], [name], name=f"{name}_relu")])
+        return name
+
+    b1 = conv_relu("x", "b1", c, c // 2, 1)
+    b2 = conv_relu(conv_relu("x", "b2a", c, c // 2, 1), "b2", c // 2, c, 3)
+    b3 = conv_relu(conv_relu("x", "b3a", c, c // 4, 1), "b3", c // 4, c // 2, 5)
+    nodes.append(helper.make_node("MaxPool", ["x"], ["pool"], name="pool",
+                                  kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]))
+    b4 = conv_relu("pool", "b4", c, c // 2, 1)
+    nodes.append(helper.make_node("Concat", [b1, b2, b3, b4], ["y"], name="concat", axis=1))
+    return _model(nodes, inits, [1, c, hw, hw], [1, c // 2 + c + c // 2 + c // 2, hw, hw])
+
+
 # ---------------------------------------------------------------------------------------
 # networks
 # ---------------------------------------------------------------------------------------
@@ -299,6 +342,8 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "two_branches": two_branches,
     "exported_flatten_pattern": exported_flatten_pattern,
     "maxpool_relu": maxpool_relu,
+    "mlp_block": mlp_block,
+    "inception_block": inception_block,
 }
 
 

@@ -6,7 +6,7 @@ from kiln import te, tir
 from kiln.ir.expr import PrimExpr
 from kiln.ir.op import cast, make_const
 
-from ..utils import get_const_int, is_const_int
+from ..utils import get_const_int, get_const_tuple, is_const_int
 
 
 def pad(data, pad_before, pad_after=None, pad_value=0.0, name="PadInput"):
@@ -61,8 +61,9 @@ def pad_masked(data, pad_before, pad_after=None, name="PadInput"):
     if len(pad_before) != n or len(pad_after) != n or min(pad_before + pad_after) < 0:
         raise ValueError(f"pad_masked: bad padding {pad_before} / {pad_after} for a "
                          f"{n}-dimensional input")
-    sizes = [get_const_int(s) for s in data.shape]
-    shape = [sizes[k] + pad_before[k] + pad_after[k] for k in range(n)]
+    sizes = list(get_const_tuple(data.shape))  # an axis without padding may be symbolic
+    shape = [sizes[k] + pad_before[k] + pad_after[k] if pad_before[k] or pad_after[k]
+             else sizes[k] for k in range(n)]
 
     def f(*i):
         conds, idx = [], []

@@ -12,7 +12,7 @@ from kiln.ir import dtype as dt
 from kiln.ir.op import cast, floordiv, make_const
 
 from ..transform import _parse_layout
-from ..utils import const_shape
+from ..utils import const_shape, get_const_tuple
 from .pad import pad
 from .utils import _pair
 
@@ -103,7 +103,8 @@ def pool2d(data, kernel, stride, dilation, padding, pool_type, ceil_mode=False,
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool_type must be 'max' or 'avg', got {pool_type!r}")
     hax, wax = _hw_axes(layout, data.ndim)
-    shape = const_shape(data.shape, "pooling input shape")
+    shape = get_const_tuple(data.shape)  # the batch and channels may be symbolic
+    const_shape((shape[hax], shape[wax]), "pooling input height and width")
     kh, kw = _pair(kernel, "kernel")
     sh, sw = _pair(stride, "stride")
     dh, dw = _pair(dilation, "dilation")

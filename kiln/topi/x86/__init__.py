@@ -27,6 +27,7 @@ from .injective import (
     schedule_injective,
     schedule_injective_from_existing,
 )
+from .int8 import schedule_conv2d_int8, schedule_dense_int8
 from .pooling import schedule_adaptive_pool, schedule_global_pool, schedule_pool
 from .reduction import schedule_reduce
 from .softmax import schedule_layer_norm, schedule_softmax
@@ -34,6 +35,8 @@ from .winograd import schedule_conv2d_winograd_NCHWc
 
 #: tag of the anchor operation -> its schedule, in order of precedence.
 SCHEDULE_BY_TAG = (
+    ("conv2d_int8", schedule_conv2d_int8),
+    ("dense_int8", schedule_dense_int8),
     ("conv2d_NCHWc_winograd", schedule_conv2d_winograd_NCHWc),
     ("conv2d_NCHWc", schedule_conv2d_NCHWc),
     ("depthwise_conv2d_NCHWc", schedule_depthwise_conv2d_NCHWc),
@@ -91,5 +94,5 @@ __all__ = [
     "schedule_matmul", "schedule_batch_matmul", "schedule_pool", "schedule_adaptive_pool",
     "schedule_global_pool", "schedule_softmax", "schedule_layer_norm", "schedule_auto",
     "schedule_extern", "SCHEDULE_BY_TAG", "lanes", "vector_registers",
-    "schedule_conv2d_winograd_NCHWc",
+    "schedule_conv2d_winograd_NCHWc", "schedule_conv2d_int8", "schedule_dense_int8",
 ]

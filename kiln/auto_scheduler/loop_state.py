@@ -1,0 +1,248 @@
+"""A schedule as a list of transform steps (TVM's ``auto_scheduler.State``).
+
+A :class:`State` is the sequence of schedule primitives the search chose, each a small
+record naming its stage (by operation name) and its loops (by iterator name), so it can be
+written to a log as JSON and replayed on a fresh schedule of the same computation
+(:meth:`ComputeDAG.apply_steps_from_state`). Iterator names follow TVM's: a stage's root
+loops are its axes' variable names, ``split`` of ``i`` gives ``i.0`` (outermost) ...
+``i.n``, ``fuse`` of ``a`` and ``b`` gives ``a@b@``, ``cache_write`` of stage ``C`` adds
+the stage ``C.local`` (which computes) and keeps ``C`` (which copies out).
+
+Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]``,
+``["RE", stage, [iters]]``, ``["FU", stage, [iters]]``, ``["AN", stage, iter, kind]``,
+``["PR", stage, iter, "auto_unroll_max_step$N"]``, ``["CA", stage, target stage, iter]``,
+``["CI", stage]``, ``["CW", stage, scope]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["State", "Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
+           "PragmaStep", "ComputeAtStep", "ComputeInlineStep", "CacheWriteStep",
+           "step_from_json"]
+
+
+@dataclass
+class ReplayContext:
+    """The schedule a state is replayed on: stages and their named loops."""
+
+    sch: object
+    stages: dict  # stage name -> te Stage
+    iters: dict  # stage name -> {iterator name -> IterVar}
+    tensors: dict  # stage name -> output Tensor
+
+    def add_stage(self, name: str, tensor) -> None:
+        """Register ``tensor``'s stage under ``name`` with its root loops named as its
+        axes' variables (reduction axes after the spatial ones)."""
+        stage = self.sch[tensor]
+        op = stage.op
+        axes = list(op.axis) + list(getattr(op, "reduce_axis", []))
+        self.stages[name] = stage
+        self.tensors[name] = tensor
+        self.iters[name] = {root_iter_name(axes, k): iv for k, iv in enumerate(axes)}
+
+
+def root_iter_name(axes, k: int) -> str:
+    """The name of root loop ``k`` of ``axes``: its variable's name, made unique by its
+    position where two axes share one."""
+    name = axes[k].var.name
+    if sum(a.var.name == name for a in axes) > 1:
+        return f"{name}_{k}"
+    return name
+
+
+class Step:
+    """One schedule primitive of a state (base class)."""
+
+    def apply(self, ctx: ReplayContext) -> None:
+        raise NotImplementedError
+
+    def to_json(self) -> list:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SplitStep(Step):
+    """``split`` loop ``iter`` (of ``extent``) into ``len(lengths) + 1`` loops whose inner
+    extents are ``lengths`` (outer to inner; the outermost takes the rest)."""
+
+    stage: str
+    iter: str
+    extent: int
+    lengths: tuple
+
+    def apply(self, ctx):
+        stage, loops = ctx.stages[self.stage], ctx.iters[self.stage]
+        rest = loops.pop(self.iter)
+        parts = []
+        for f in reversed(self.lengths):
+            rest, inner = stage.split(rest, factor=int(f))
+            parts.insert(0, inner)
+        parts.insert(0, rest)
+        for k, iv in enumerate(parts):
+            loops[f"{self.iter}.{k}"] = iv
+
+    def to_json(self):
+        return ["SP", self.stage, self.iter, self.extent, [int(x) for x in self.lengths]]
+
+
+@dataclass(frozen=True)
+class ReorderStep(Step):
+    """``reorder`` the named loops of ``stage``."""
+
+    stage: str
+    order: tuple
+
+    def apply(self, ctx):
+        loops = ctx.iters[self.stage]
+        ctx.stages[self.stage].reorder(*[loops[n] for n in self.order])
+
+    def to_json(self):
+        return ["RE", self.stage, list(self.order)]
+
+
+@dataclass(frozen=True)
+class FuseStep(Step):
+    """``fuse`` the named adjacent loops of ``stage`` into ``a@b@...``."""
+
+    stage: str
+    names: tuple
+
+    @property
+    def fused_name(self) -> str:
+        return "".join(f"{n}@" for n in self.names)
+
+    def apply(self, ctx):
+        loops = ctx.iters[self.stage]
+        ivs = [loops.pop(n) for n in self.names]
+        loops[self.fused_name] = ctx.stages[self.stage].fuse(*ivs)
+
+    def to_json(self):
+        return ["FU", self.stage, list(self.names)]
+
+
+@dataclass(frozen=True)
+class AnnotationStep(Step):
+    """``parallel``, ``vectorize`` or ``unroll`` a loop."""
+
+    stage: str
+    iter: str
+    kind: str
+
+    def apply(self, ctx):
+        if self.kind not in ("parallel", "vectorize", "unroll"):
+            raise ValueError(f"auto_scheduler: unknown annotation {self.kind!r}")
+        getattr(ctx.stages[self.stage], self.kind)(ctx.iters[self.stage][self.iter])
+
+    def to_json(self):
+        return ["AN", self.stage, self.iter, self.kind]
+
+
+@dataclass(frozen=True)
+class PragmaStep(Step):
+    """``pragma(iter, "auto_unroll_max_step", value)``: unroll the loops below ``iter``
+    whose total trip count is at most ``value``."""
+
+    stage: str
+    iter: str
+    value: int
+
+    def apply(self, ctx):
+        ctx.stages[self.stage].pragma(ctx.iters[self.stage][self.iter],
+                                      "auto_unroll_max_step", int(self.value))
+
+    def to_json(self):
+        return ["PR", self.stage, self.iter, f"auto_unroll_max_step${int(self.value)}"]
+
+
+@dataclass(frozen=True)
+class ComputeAtStep(Step):
+    """``compute_at`` ``stage`` under loop ``iter`` of ``target``."""
+
+    stage: str
+    target: str
+    iter: str
+
+    def apply(self, ctx):
+        ctx.stages[self.stage].compute_at(ctx.stages[self.target],
+                                          ctx.iters[self.target][self.iter])
+
+    def to_json(self):
+        return ["CA", self.stage, self.target, self.iter]
+
+
+@dataclass(frozen=True)
+class ComputeInlineStep(Step):
+    """``compute_inline`` an elementwise stage into its consumers."""
+
+    stage: str
+
+    def apply(self, ctx):
+        ctx.stages[self.stage].compute_inline()
+
+    def to_json(self):
+        return ["CI", self.stage]
+
+
+@dataclass(frozen=True)
+class CacheWriteStep(Step):
+    """``cache_write`` stage ``C``: the new stage ``C.<scope>`` computes, ``C`` copies."""
+
+    stage: str
+    scope: str = "local"
+
+    @property
+    def new_stage(self) -> str:
+        return f"{self.stage}.{self.scope}"
+
+    def apply(self, ctx):
+        cache = ctx.sch.cache_write(ctx.tensors[self.stage], self.scope)
+        ctx.add_stage(self.new_stage, cache)
+        ctx.add_stage(self.stage, ctx.tensors[self.stage])
+
+    def to_json(self):
+        return ["CW", self.stage, self.scope]
+
+
+def step_from_json(record: list) -> Step:
+    """The step of one JSON record (module docstring)."""
+    kind, *f = record
+    if kind == "SP":
+        return SplitStep(f[0], f[1], int(f[2]), tuple(int(x) for x in f[3]))
+    if kind == "RE":
+        return ReorderStep(f[0], tuple(f[1]))
+    if kind == "FU":
+        return FuseStep(f[0], tuple(f[1]))
+    if kind == "AN":
+        return AnnotationStep(f[0], f[1], f[2])
+    if kind == "PR":
+        return PragmaStep(f[0], f[1], int(str(f[2]).rsplit("$", 1)[1]))
+    if kind == "CA":
+        return ComputeAtStep(f[0], f[1], f[2])
+    if kind == "CI":
+        return ComputeInlineStep(f[0])
+    if kind == "CW":
+        return CacheWriteStep(f[0], f[1])
+    raise ValueError(f"auto_scheduler: unknown transform step {record!r}")
+
+
+@dataclass
+class State:
+    """A schedule of a compute DAG as its transform steps."""
+
+    steps: list = field(default_factory=list)
+
+    def to_json(self) -> list:
+        return [s.to_json() for s in self.steps]
+
+    @classmethod
+    def from_json(cls, records: list) -> State:
+        return cls([step_from_json(r) for r in records])
+
+    def key(self) -> str:
+        """A text that two states have in common exactly when their steps are equal."""
+        return repr(self.to_json())
+
+    def __str__(self) -> str:
+        return "\n".join(" ".join(map(str, s.to_json())) for s in self.steps) or "(no steps)"

@@ -1,0 +1,156 @@
+"""``SketchPolicy``: Ansor's search over a task's sketches.
+
+Each round (:meth:`SketchPolicy.continue_search_one_round`):
+
+1. **population**: the best candidates measured so far plus random annotations of random
+   sketches (:func:`.annotation.sample_candidate`), ``population_size`` in all;
+2. **evolution**: for ``num_iters`` generations, parents drawn in proportion to their rank
+   under the cost model are mutated (:func:`.annotation.mutate`) and the best
+   ``population_size`` of parents and children survive;
+3. **measurement**: the best-scored unmeasured candidates, with a share ``eps_greedy``
+   drawn at random instead (exploration), are measured as one batch; the cost model is
+   updated with the results and every score is recomputed.
+
+No candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from .annotation import Candidate, mutate, sample_candidate
+from .cost_model import CostModel, XGBModel
+from .sketch import generate_sketches
+
+__all__ = ["SearchPolicy", "SketchPolicy"]
+
+DEFAULT_PARAMS = {"population_size": 64, "num_iters": 4, "eps_greedy": 0.05,
+                  "retry_search_one_round_on_empty": 8}
+
+
+class SearchPolicy:
+    """Chooses the states to measure for a task (base class)."""
+
+
+class SketchPolicy(SearchPolicy):
+    """Sketches, random annotation, evolutionary search under ``program_cost_model``
+    (an :class:`~.cost_model.XGBModel` by default)."""
+
+    def __init__(self, task, program_cost_model: CostModel | None = None,
+                 params: dict | None = None, seed: int | None = None, verbose: int = 1,
+                 init_search_callbacks=None) -> None:
+        self.search_task = task
+        self.cost_model = program_cost_model or XGBModel()
+        self.params = {**DEFAULT_PARAMS, **(params or {})}
+        self.rng = random.Random(seed)
+        self.verbose = verbose
+        self.sketches = generate_sketches(task.compute_dag)
+        self.measured: dict[tuple, float] = {}  # candidate key -> seconds (inf if failed)
+        self._candidates: dict[tuple, Candidate] = {}
+        self._scores: dict[tuple, float] = {}
+        self.best_state = None
+        self.best_cost = math.inf
+        if init_search_callbacks:
+            raise NotImplementedError("SketchPolicy(init_search_callbacks=...): resuming a "
+                                      "search from a log (PreloadMeasuredStates) is not "
+                                      "implemented in kiln yet")
+
+    # ---- search -----------------------------------------------------------------------
+    def sample_initial_population(self, n: int) -> list[Candidate]:
+        return [sample_candidate(self.sketches, self.rng) for _ in range(n)]
+
+    def evolutionary_search(self, population: list[Candidate]) -> list[Candidate]:
+        """The population after ``num_iters`` generations, best first."""
+        size = self.params["population_size"]
+        pop = self._best_unique(population, size)
+        for _ in range(self.params["num_iters"]):
+            weights = [1.0 / (rank + 1) for rank in range(len(pop))]
+            children = [mutate(self.rng.choices(pop, weights)[0], self.rng) for _ in pop]
+            pop = self._best_unique(pop + children, size)
+        return pop
+
+    def continue_search_one_round(self, num_measure: int, measurer):
+        """Search, measure up to ``num_measure`` new states; ``(inputs, results)``."""
+        picks: list[Candidate] = []
+        for _ in range(self.params["retry_search_one_round_on_empty"]):
+            picks = self._pick(num_measure)
+            if picks:
+                break
+        if not picks:
+            return [], []
+        states = [c.state(self.sketches[c.sketch]) for c in picks]
+        inputs, results = measurer.measure(self, states)
+        for c, st, res in zip(picks, states, results, strict=True):
+            self.measured[c.key()] = res.cost
+            if res.cost < self.best_cost:
+                self.best_state, self.best_cost = st, res.cost
+        self.cost_model.update(inputs, results)
+        self._scores.clear()  # the model may have learned: score afresh
+        return inputs, results
+
+    def search(self, num_measure_trials: int, num_measures_per_round: int, measurer,
+               early_stopping: int | None = None) -> int:
+        """Rounds until ``num_measure_trials`` states are measured, no new one is found, or
+        ``early_stopping`` trials brought no better state; the number measured."""
+        done, improved_at = 0, 0
+        start = time.time()
+        while done < num_measure_trials:
+            if early_stopping is not None and done - improved_at >= early_stopping:
+                break
+            best_before = self.best_cost
+            inputs, _ = self.continue_search_one_round(
+                min(num_measures_per_round, num_measure_trials - done), measurer)
+            if not inputs:
+                break
+            done += len(inputs)
+            if self.best_cost < best_before:
+                improved_at = done
+            if self.verbose:
+                flops = self.search_task.compute_dag.flop_ct()
+                best = flops / self.best_cost / 1e9 if self.best_cost < math.inf else 0.0
+                print(f"{self.search_task.desc or self.search_task.workload_key}: "
+                      f"trials {done}/{num_measure_trials} | best {best:.2f} GFLOPS | "
+                      f"{time.time() - start:.1f} s", flush=True)
+        return done
+
+    # ---- helpers ----------------------------------------------------------------------
+    def _score(self, cands: list[Candidate]) -> list[float]:
+        todo = [c for c in cands if c.key() not in self._scores]
+        if todo:
+            states = [c.state(self.sketches[c.sketch]) for c in todo]
+            scores = self.cost_model.predict(self.search_task, states)
+            for c, s in zip(todo, scores, strict=True):
+                self._scores[c.key()] = s
+        return [self._scores[c.key()] for c in cands]
+
+    def _best_unique(self, cands: list[Candidate], n: int) -> list[Candidate]:
+        unique = list({c.key(): c for c in cands}.values())
+        scores = self._score(unique)
+        ranked = sorted(zip(scores, range(len(unique)), strict=True), key=lambda x: -x[0])
+        return [unique[i] for s, i in ranked[:n] if s > -math.inf]
+
+    def _pick(self, n: int) -> list[Candidate]:
+        """The next batch: best-scored unmeasured candidates and a few random ones."""
+        size = self.params["population_size"]
+        seeds = [self._candidates[k] for k, _ in sorted(self.measured.items(),
+                                                        key=lambda kv: kv[1])[:size // 4]
+                 if self.measured[k] < math.inf]
+        pop = self.evolutionary_search(seeds + self.sample_initial_population(size))
+        n_random = int(round(n * self.params["eps_greedy"]))
+        picks: dict[tuple, Candidate] = {}
+        for c in pop:
+            if len(picks) >= n - n_random:
+                break
+            if c.key() not in self.measured:
+                picks[c.key()] = c
+        for c in self.sample_initial_population(4 * max(n_random, 1)):
+            if len(picks) >= n:
+                break
+            if c.key() not in self.measured and c.key() not in picks \
+                    and self._score([c])[0] > -math.inf:
+                picks[c.key()] = c
+        for k, c in picks.items():
+            self._candidates[k] = c
+        return list(picks.values())

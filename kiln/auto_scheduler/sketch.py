@@ -1,0 +1,229 @@
+"""Sketch generation: the loop structures the search considers, derived from the DAG by rules.
+
+A :class:`Sketch` is a list of transform steps whose tile sizes and unroll limits are left
+open (``None``); :mod:`.annotation` fills them. The rules (Ansor's, for CPUs) visit the
+compute stages from the outputs back to the inputs:
+
+* **inline**: an elementwise stage that is not an output is ``compute_inline``-d;
+* **multi-level tiling** (``SSRSRS``): a reduction with data reuse (GEMM, conv) splits each
+  spatial loop in four and each reduction loop in two and orders them
+  ``S0 S1 R0 S2 R1 S3``;
+* **tiling with fusion**: when such a stage has one elementwise consumer of its shape (after
+  inlining), the consumer is tiled ``S0 S1 S2 S3`` and the reduction is computed at its
+  last ``S1`` loop with ``R0 S2 R1 S3`` (its ``S3`` sizes follow the consumer's);
+* **cache write**: an output reduction gets a second sketch where a ``local`` write cache
+  computes, tiled and fused into the output stage as above;
+* **skip**: any other stage keeps its loops.
+
+Annotation is part of the sketch: the ``S0`` loops of each root stage are fused and run in
+parallel with an ``auto_unroll_max_step`` pragma, the innermost spatial tile is vectorized;
+a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last.
+(rfactor for reductions with little parallelism is not a rule yet.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .compute_dag import ComputeDAG
+from .loop_state import (
+    AnnotationStep,
+    CacheWriteStep,
+    ComputeAtStep,
+    ComputeInlineStep,
+    FuseStep,
+    PragmaStep,
+    ReorderStep,
+    SplitStep,
+    root_iter_name,
+)
+
+__all__ = ["Sketch", "generate_sketches"]
+
+#: the largest extent a skipped stage's last loop is vectorized with
+MAX_VECTORIZE_EXTENT = 64
+
+
+@dataclass
+class Sketch:
+    """Steps with open tile sizes (``SplitStep.lengths`` of ``None``) and unroll limits
+    (``PragmaStep.value`` of ``None``); ``follows[i] = j`` makes split ``i`` take the
+    innermost length of split ``j``; ``rules`` names the rule applied to each stage."""
+
+    steps: list
+    follows: dict = field(default_factory=dict)
+    rules: list = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "; ".join(self.rules)
+
+
+@dataclass
+class _Partial:
+    """A sketch being built: its steps and each visited stage's role."""
+
+    dag: ComputeDAG
+    steps: list = field(default_factory=list)
+    follows: dict = field(default_factory=dict)
+    rules: list = field(default_factory=list)
+    role: dict = field(default_factory=dict)  # op name -> "inline" | "skip" | "tiled" | ...
+    loops: dict = field(default_factory=dict)  # op name -> [(loop name, extent, is_reduce)]
+    annotations: list = field(default_factory=list)
+
+    def copy(self) -> _Partial:
+        return _Partial(self.dag, list(self.steps), dict(self.follows), list(self.rules),
+                        dict(self.role), dict(self.loops), list(self.annotations))
+
+    def add(self, step) -> int:
+        self.steps.append(step)
+        return len(self.steps) - 1
+
+
+def _root_loops(op) -> list[tuple[str, int, bool]]:
+    """``(name, extent, is_reduce)`` of an operation's root loops, as the replay names
+    them."""
+    axes = list(op.axis) + list(op.reduce_axis)
+    return [(root_iter_name(axes, k), int(iv.dom.extent.value), k >= len(op.axis))
+            for k, iv in enumerate(axes)]
+
+
+def generate_sketches(dag: ComputeDAG) -> list[Sketch]:
+    """The sketches of ``dag`` (module docstring), at least one."""
+    partials = [_Partial(dag)]
+    for op in reversed(dag.compute_ops):
+        partials = [q for p in partials for q in _expand(p, op)]
+    return [_finish(p) for p in partials]
+
+
+def _expand(p: _Partial, op) -> list[_Partial]:
+    """The partial sketches after applying every rule that fits ``op``."""
+    dag = p.dag
+    if dag.is_inlinable(op) and not dag.has_data_reuse(op):
+        p.add(ComputeInlineStep(op.name))
+        p.role[op.name] = "inline"
+        p.rules.append(f"{op.name}: inline")
+        return [p]
+    if dag.has_data_reuse(op):
+        consumer = _fusable_consumer(p, op)
+        if consumer is not None:
+            return [_tile_with_fusion(p.copy(), op.name, _root_loops(op), consumer.name)]
+        out = [_tile(p.copy(), op)]
+        if dag.is_output(op):
+            out.append(_cache_write_and_tile(p.copy(), op))
+        return out
+    p.role[op.name] = "skip"
+    p.loops[op.name] = _root_loops(op)
+    p.rules.append(f"{op.name}: skip")
+    return [p]
+
+
+def _fusable_consumer(p: _Partial, op):
+    """The one stage that reads ``op`` once inlined stages are looked through, when it is
+    a skipped elementwise stage of ``op``'s spatial shape; else None."""
+    readers, todo = set(), list(p.dag.consumers(op))
+    while todo:
+        c = todo.pop()
+        if p.role.get(c.name) == "inline":
+            todo.extend(p.dag.consumers(c))
+        else:
+            readers.add(c)
+    if len(readers) != 1:
+        return None
+    (c,) = readers
+    shape = [int(iv.dom.extent.value) for iv in op.axis]
+    if (p.role.get(c.name) != "skip" or c.reduce_axis
+            or [int(iv.dom.extent.value) for iv in c.axis] != shape):
+        return None
+    return c
+
+
+def _split(p: _Partial, stage: str, name: str, extent: int, parts: int) -> int:
+    return p.add(SplitStep(stage, name, extent, (None,) * (parts - 1)))
+
+
+def _tile(p: _Partial, op) -> _Partial:
+    """``S0 S1 R0 S2 R1 S3`` tiling of ``op`` as a root stage."""
+    loops = _root_loops(op)
+    spatial = [(n, e) for n, e, r in loops if not r]
+    reduce = [(n, e) for n, e, r in loops if r]
+    for n, e in spatial:
+        _split(p, op.name, n, e, 4)
+    for n, e in reduce:
+        _split(p, op.name, n, e, 2)
+    level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
+    p.add(ReorderStep(op.name, tuple(level(spatial, 0) + level(spatial, 1) + level(reduce, 0)
+                                     + level(spatial, 2) + level(reduce, 1)
+                                     + level(spatial, 3))))
+    p.role[op.name] = "tiled"
+    p.annotations.append((op.name, level(spatial, 0), level(spatial, 3)[-1:]))
+    p.rules.append(f"{op.name}: multi-level tiling SSRSRS")
+    return p
+
+
+def _tile_with_fusion(p: _Partial, producer: str, producer_loops: list, consumer: str
+                      ) -> _Partial:
+    """Tile ``consumer`` ``S0 S1 S2 S3`` and compute ``producer`` (tiled ``R0 S2 R1 S3``)
+    at its last ``S1`` loop."""
+    c_spatial = [(n, e) for n, e, _ in p.loops[consumer]]
+    c_splits = [_split(p, consumer, n, e, 4) for n, e in c_spatial]
+    level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
+    p.add(ReorderStep(consumer, tuple(sum((level(c_spatial, k) for k in range(4)), []))))
+    p.add(ComputeAtStep(producer, consumer, level(c_spatial, 1)[-1]))
+    spatial = [(n, e) for n, e, r in producer_loops if not r]
+    reduce = [(n, e) for n, e, r in producer_loops if r]
+    for (n, e), src in zip(spatial, c_splits, strict=True):
+        p.follows[_split(p, producer, n, e, 2)] = src
+    for n, e in reduce:
+        _split(p, producer, n, e, 2)
+    p.add(ReorderStep(producer, tuple(level(reduce, 0) + level(spatial, 0) + level(reduce, 1)
+                                      + level(spatial, 1))))
+    p.role[producer], p.role[consumer] = "fused", "tiled"
+    p.annotations.append((consumer, level(c_spatial, 0), level(c_spatial, 3)[-1:]))
+    p.annotations.append((producer, [], level(spatial, 1)[-1:]))
+    p.rules.append(f"{producer}: multi-level tiling fused into {consumer}")
+    return p
+
+
+def _cache_write_and_tile(p: _Partial, op) -> _Partial:
+    """A ``local`` write cache of output ``op`` computes, tiled and fused into ``op``."""
+    step = CacheWriteStep(op.name)
+    p.add(step)
+    loops = _root_loops(op)
+    p.loops[op.name] = [x for x in loops if not x[2]]
+    p.role[op.name] = "skip"
+    p.rules.append(f"{op.name}: cache write")
+    return _tile_with_fusion(p, step.new_stage, loops, op.name)
+
+
+def _finish(p: _Partial) -> Sketch:
+    """Add the annotation steps: parallel outer loops, unroll pragma, vectorize."""
+    for stage, outer, inner in p.annotations:
+        _parallel(p, stage, outer, pragma=True)
+        for name in inner:
+            p.add(AnnotationStep(stage, name, "vectorize"))
+    for stage, role in p.role.items():
+        if role != "skip":
+            continue
+        spatial = [(n, e) for n, e, r in p.loops[stage] if not r]
+        vectorize = (len(spatial) > 1 and spatial[-1][1] <= MAX_VECTORIZE_EXTENT
+                     and len(spatial) == len(p.loops[stage]))
+        outer = [n for n, _ in spatial[:-1]] if vectorize else [n for n, _ in spatial]
+        _parallel(p, stage, outer, pragma=False)
+        if vectorize:
+            p.add(AnnotationStep(stage, spatial[-1][0], "vectorize"))
+    return Sketch(p.steps, p.follows, p.rules)
+
+
+def _parallel(p: _Partial, stage: str, outer: list[str], pragma: bool) -> None:
+    """Fuse the loops ``outer`` of ``stage``, run the result in parallel and, with
+    ``pragma``, put an open ``auto_unroll_max_step`` on it."""
+    if not outer:
+        return
+    name = outer[0]
+    if len(outer) > 1:
+        fuse = FuseStep(stage, tuple(outer))
+        p.add(fuse)
+        name = fuse.fused_name
+    p.add(AnnotationStep(stage, name, "parallel"))
+    if pragma:
+        p.add(PragmaStep(stage, name, None))

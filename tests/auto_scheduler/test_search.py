@@ -1,0 +1,123 @@
+"""auto_scheduler: sketches from rules, replayable states, correct samples, the search."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import auto_scheduler
+from kiln.auto_scheduler.annotation import factorizations, mutate, sample_candidate
+from kiln.auto_scheduler.loop_state import State
+from kiln.auto_scheduler.sketch import generate_sketches
+
+from . import workloads  # noqa: F401 - registers the workloads
+from .workloads import reference
+
+GEMM = ("as_test_matmul", (64, 64, 64, "float32"))
+GEMM_ADD = ("as_test_matmul_add", (64, 64, 64, "float32"))
+CONV = ("as_test_conv2d", (1, 16, 14, 14, 16, 3, 1))
+
+
+def _task(workload) -> auto_scheduler.SearchTask:
+    name, args = workload
+    return auto_scheduler.SearchTask(func=name, args=args, target="llvm")
+
+
+def _check(task, state, name: str, rng: np.random.Generator) -> None:
+    sch, args = task.compute_dag.apply_steps_from_state(state)
+    mod = kiln.build(sch, args, "llvm")
+    shapes = [tuple(int(s) for s in t.shape) for t in args]
+    inputs = [rng.random(s, dtype=np.float32) for s in shapes[:-1]]
+    out = kiln.nd.empty(shapes[-1])
+    mod(*[kiln.nd.array(x) for x in inputs], out)
+    np.testing.assert_allclose(out.numpy(), reference(name, inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_compute_dag_prints_each_stage():
+    text = str(_task(GEMM_ADD).compute_dag)
+    assert "A = PLACEHOLDER [64, 64]" in text
+    assert "matmul(i, j) reduce=" in text and "out(i, j) =" in text
+
+
+def test_sketch_rules():
+    gemm = [str(s) for s in generate_sketches(_task(GEMM).compute_dag)]
+    assert gemm == ["C: multi-level tiling SSRSRS",
+                    "C: cache write; C.local: multi-level tiling fused into C"]
+    fused = [str(s) for s in generate_sketches(_task(GEMM_ADD).compute_dag)]
+    assert fused == ["out: skip; matmul: multi-level tiling fused into out"]
+    conv = [str(s) for s in generate_sketches(_task(CONV).compute_dag)]
+    assert conv[0] == "conv: multi-level tiling SSRSRS; pad: inline"
+    assert len(conv) == 2
+
+
+def test_factorizations_divide_and_bound_the_innermost():
+    fs = factorizations(512, 4)
+    assert all(np.prod(f) == 512 and f[-1] <= 64 for f in fs)
+    assert (1, 1, 8, 64) in fs and (1, 1, 1, 512) not in fs
+
+
+def test_a_random_state_is_correct():
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag)
+    c = sample_candidate(sketches, random.Random(1))
+    _check(task, c.state(sketches[c.sketch]), GEMM[0], np.random.default_rng(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [GEMM, GEMM_ADD, CONV], ids=lambda w: w[0])
+def test_random_states_are_correct(workload):
+    """Property test: random annotations of every sketch and their mutations build and
+    match numpy (a conv candidate takes seconds to compile)."""
+    task = _task(workload)
+    sketches = generate_sketches(task.compute_dag)
+    rng, nrng = random.Random(1), np.random.default_rng(0)
+    for _ in range(2):
+        cand = sample_candidate(sketches, rng)
+        for c in (cand, mutate(mutate(cand, rng), rng)):
+            _check(task, c.state(sketches[c.sketch]), workload[0], nrng)
+
+
+def test_state_json_round_trip():
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag)
+    c = sample_candidate(sketches, random.Random(3))
+    state = c.state(sketches[c.sketch])
+    again = State.from_json(state.to_json())
+    assert again.key() == state.key()
+    assert kiln.lower(*task.compute_dag.apply_steps_from_state(again)) is not None
+
+
+def test_evolutionary_search_keeps_the_best_scored():
+    task = _task(GEMM)
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(0),
+                                         params={"population_size": 6, "num_iters": 2},
+                                         seed=0, verbose=0)
+    pop = policy.evolutionary_search(policy.sample_initial_population(6))
+    scores = policy._score(pop)
+    assert scores == sorted(scores, reverse=True) and len(pop) >= 1
+
+
+def test_unregistered_workload_is_named():
+    with pytest.raises(ValueError, match="not registered"):
+        auto_scheduler.SearchTask(func="nope", args=(1,), target="llvm")
+
+
+def test_xgb_model_learns_from_measurements():
+    """Before ``min_train`` successes it predicts with the analytic model; then it fits
+    a rank model on the measured states' loop features."""
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag)
+    rng = random.Random(2)
+    states = [c.state(sketches[c.sketch])
+              for c in (sample_candidate(sketches, rng) for _ in range(6))]
+    model = auto_scheduler.XGBModel(min_train=4)
+    assert all(np.isfinite(model.predict(task, states[:2])))  # the analytic fallback
+    inputs = [auto_scheduler.MeasureInput(task, s) for s in states]
+    results = [auto_scheduler.MeasureResult((1e-4 * (k + 1),), 0, 0.1, 0.0)
+               for k in range(len(states))]
+    model.update(inputs, results)
+    assert model.booster is not None
+    assert len(model.predict(task, states)) == len(states)
