@@ -9,6 +9,11 @@ class ScheduleError(TVMError, ValueError):
     """An illegal schedule primitive: the message names the stage, the axis and the rule."""
 
 
+class ComputeDefinitionError(TVMError, ValueError):
+    """A tensor expression that TVM rejects when it is defined (a reduction inside another
+    expression of ``te.compute``): a TVMError, as TVM raises, and a ValueError."""
+
+
 class CompileError(TVMError):
     """The C compiler (or NVRTC) rejected generated code, or could not be found."""
 

@@ -6,6 +6,7 @@ import inspect
 import numbers
 from collections.abc import Callable
 
+from kiln.errors import ComputeDefinitionError
 from kiln.ir import dtype as dt
 from kiln.ir.expr import CommReducer, IterVar, PrimExpr, Range, Reduce, SizeVar, Var
 from kiln.ir.functor import post_order_visit
@@ -102,14 +103,15 @@ def _check_reduces(bodies: list[PrimExpr], name: str) -> None:
     for b in bodies:
         inside = [b.source, b.condition] if isinstance(b, Reduce) else [b]
         if _contains_reduce(inside):
-            raise ValueError(
+            raise ComputeDefinitionError(
                 f"compute {name}: reductions are only allowed at the top level of compute; "
                 f"compute the reduction as a tensor of its own and use it in another compute, "
                 f"e.g. S = te.compute(..., lambda i: te.sum(A[i, k], axis=k)); "
                 f"te.compute(..., lambda i: S[i] / n)")
     reduces = [b for b in bodies if isinstance(b, Reduce)]
     if reduces and len(reduces) != len(bodies):
-        raise ValueError(f"compute {name}: either all outputs are reductions or none is")
+        raise ComputeDefinitionError(
+            f"compute {name}: either all outputs are reductions or none is")
 
 
 def _contains_reduce(exprs: list) -> bool:
