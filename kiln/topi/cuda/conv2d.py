@@ -73,6 +73,18 @@ def _workload_of(conv: Operation) -> tuple:
          conv.attrs["dilation"], conv.output(0).dtype)))
 
 
+def local_accumulator(s, op: Operation) -> tuple:
+    """``(output, local)``: the tensor whose loops a tiled CUDA schedule binds, and the
+    register-scope (``local``) tensor that accumulates ``op``'s reduction. When ``op`` is the
+    schedule's output it gets a ``cache_write``; when an elementwise epilogue reads it (bias,
+    relu), ``op`` itself moves to local scope and the epilogue's stage is tiled instead."""
+    if op in s.outputs:
+        output = op.output(0)
+        return output, s.cache_write(output, "local")
+    s[op].set_scope("local")
+    return s.outputs[0].output(0), op.output(0)
+
+
 def check_block_limits(cfg, threads: int, shared_bytes: int) -> None:
     """Reject ``cfg`` (``cfg.raise_error``) when its block needs more threads or shared memory
     than the current CUDA target has (``cuda``'s 1024 threads and 48 KB outside a target
@@ -134,13 +146,7 @@ def schedule_direct_cuda(cfg, s, conv: Operation) -> None:
     pad_data, kernel = conv.input_tensors
     if isinstance(pad_data.op, ComputeOp) and s[pad_data].attach_type != "inline":
         s[pad_data].compute_inline()
-    if conv in s.outputs:
-        output = conv.output(0)
-        local = s.cache_write(output, "local")
-    else:
-        output = s.outputs[0].output(0)
-        s[conv].set_scope("local")
-        local = conv.output(0)
+    output, local = local_accumulator(s, conv)
     data_shared = s.cache_read(pad_data, "shared", [local])
     kernel_shared = s.cache_read(kernel, "shared", [local])
 

@@ -40,7 +40,7 @@ from kiln.te.tensor import Operation
 
 from .. import nn
 from ..utils import all_ops, as_list, get_const_tuple, traverse_inline
-from .conv2d import check_block_limits
+from .conv2d import check_block_limits, local_accumulator
 from .per_thread import schedule_per_thread
 
 DENSE = "dense_large_batch.cuda"
@@ -105,13 +105,7 @@ def schedule_matmul_tiled(cfg, s, op: Operation) -> None:
     b_rows = tile_k if op.attrs.get("transpose_b") else _block(cfg["tile_x"])
     if vec > 1 and (tile_k % vec or b_rows % vec):
         cfg.raise_error(f"a {vec}-wide fetch needs shared rows of a multiple of {vec} elements")
-    if op in s.outputs:
-        output = op.output(0)
-        local = s.cache_write(output, "local")
-    else:
-        output = s.outputs[0].output(0)
-        s[op].set_scope("local")
-        local = op.output(0)
+    output, local = local_accumulator(s, op)
     a_shared = s.cache_read(a, "shared", [local])
     b_shared = s.cache_read(b, "shared", [local])
     a_local = s.cache_read(a_shared, "local", [local])
