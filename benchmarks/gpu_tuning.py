@@ -4,7 +4,8 @@ Tunes two templates for a bounded number of trials each, measuring every candida
 ``cuda(0)`` (LocalBuilder compiling with NVRTC in several processes, LocalRunner timing with
 CUDA events after checking each candidate against the fallback's output):
 
-* ``conv2d_nchw.cuda`` on ResNet-18's 3x3 layer 1x64x56x56, 64 filters, padding 1;
+* ``conv2d_nchw.cuda`` (direct) and ``conv2d_nchw_implicit_gemm.cuda`` on ResNet-18's 3x3
+  layer 1x64x56x56, 64 filters, padding 1;
 * ``matmul.cuda``, SGEMM 4096^3.
 
 Then the untuned (fallback) config, the best tuned config (``apply_history_best`` on the
@@ -17,7 +18,7 @@ Without a GPU (or PyTorch's CUDA build) the fallback configs are compiled with N
 report says "not timed".
 
 ``python -m benchmarks gpu_tuning`` or ``python -m benchmarks.gpu_tuning [--trials N]
-[--tuner xgb|ga|random] [--workloads conv2d,gemm] [--out DIR]``.
+[--tuner xgb|ga|random] [--workloads conv2d,conv2d_gemm,gemm] [--out DIR]``.
 """
 
 from __future__ import annotations
@@ -40,21 +41,23 @@ from benchmarks import common, gpu  # noqa: E402
 NAME = "gpu_tuning"
 DESCRIPTION = "CUDA AutoTVM: tune ResNet-18 conv2d and SGEMM 4096, vs fallback and PyTorch"
 DEFAULT_TRIALS = 48
-WORKLOADS = ("conv2d", "gemm")
+WORKLOADS = ("conv2d", "conv2d_gemm", "gemm")
 
 
 def make_task(key: str):
     """The tuning task and PyTorch reference of workload ``key``."""
     from kiln import autotvm, te
     from kiln.topi.cuda.conv2d import CONV2D_NCHW
+    from kiln.topi.cuda.conv2d_gemm import CONV2D_GEMM
     from kiln.topi.cuda.dense import MATMUL
 
-    if key == "conv2d":
+    if key in ("conv2d", "conv2d_gemm"):
         data = te.placeholder((1, 64, 56, 56), name="data")
         kernel = te.placeholder((64, 64, 3, 3), name="kernel")
-        task = autotvm.task.create(CONV2D_NCHW, (data, kernel, (1, 1), (1, 1), (1, 1),
-                                                 "float32"), target="cuda")
-        return task, "ResNet-18 conv2d 1x64x56x56, 64 3x3 filters", \
+        template = CONV2D_NCHW if key == "conv2d" else CONV2D_GEMM
+        task = autotvm.task.create(template, (data, kernel, (1, 1), (1, 1), (1, 1),
+                                              "float32"), target="cuda")
+        return task, f"ResNet-18 conv2d 1x64x56x56, 64 3x3 filters ({template})", \
             lambda t, x, w: t.nn.functional.conv2d(x, w, padding=1)
     n = 4096
     task = autotvm.task.create(MATMUL, (n, n, n, "float32"), target="cuda")

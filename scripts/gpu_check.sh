@@ -6,10 +6,13 @@
 #   models  python -m benchmarks gpu_models (relay.build for cuda against PyTorch eager)
 #   tuning  python -m benchmarks gpu_tuning (AutoTVM's CUDA templates: fallback vs tuned)
 #   sweep   python -m benchmarks gpu_sweep (candidate schedules of SGEMM and depthwise)
+#   conv    python -m benchmarks gpu_conv (ResNet-18's conv layers: direct vs implicit GEMM)
+#   report  kiln report assignment for the GPU operators at the course's sizes
 #   recheck the tests that failed on the first GPU machine (GCC 13, onnxruntime 1.30, ASan)
 #   suite   the whole suite without the gpu tests, on most of the machine's cores
 # Usage: bash scripts/gpu_check.sh OUTDIR [STEP ...]     (default: every step)
-# Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, TUNING_S, SWEEP_S, RECHECK_S, SUITE_S.
+# Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, TUNING_S, SWEEP_S, CONV_S, REPORT_S,
+# RECHECK_S, SUITE_S; TUNING_ARGS: extra arguments of the tuning step.
 # Uses the python3 on PATH (or $PY) with kiln from this checkout on PYTHONPATH, so it runs on a
 # machine that has numpy, pytest, cuda-bindings and PyTorch but no network to install kiln.
 set -u
@@ -46,7 +49,11 @@ print(c.nvrtc_version(), c.device_arch(0), c.device_attributes(0))'" ;;
       -rfEs "${xdist[@]}" ;;
     bench) step bench "${BENCH_S:-180}" "$PY" -m benchmarks gpu --out "$out" ;;
     models) step models "${MODELS_S:-180}" "$PY" -m benchmarks gpu_models --out "$out" ;;
-    tuning) step tuning "${TUNING_S:-180}" "$PY" -m benchmarks gpu_tuning --out "$out" ;;
+    tuning) step tuning "${TUNING_S:-180}" "$PY" -m benchmarks.gpu_tuning --out "$out" \
+      ${TUNING_ARGS:-} ;;
+    conv) step conv "${CONV_S:-180}" "$PY" -m benchmarks gpu_conv --out "$out" ;;
+    report) step report "${REPORT_S:-180}" "$PY" -m kiln.cli report assignment \
+      --operator conv1d_gpu --operator gemm_gpu --operator dwsp_conv2d_gpu --out "$out/report" ;;
     sweep) step sweep "${SWEEP_S:-120}" "$PY" -m benchmarks gpu_sweep --out "$out" ;;
     recheck) step recheck "${RECHECK_S:-120}" "$PY" -m pytest -p no:cacheprovider -q -rfE \
       "${xdist[@]}" tests/runtime/test_compiler_workarounds.py tests/relay/test_onnx_ops.py \

@@ -138,6 +138,8 @@ def test_topi_cuda_schedule_and_compute_are_looked_up_by_name(monkeypatch):
 
 
 def test_missing_topi_cuda_names_fall_back_to_topi_nn_one_thread_per_output(monkeypatch):
+    monkeypatch.setitem(strategy.CUDA_COMPUTES, "conv2d", {
+        "conv2d_nchw": "conv2d_nchw", "depthwise_conv2d_nchw": "depthwise_conv2d_nchw"})
     for name in ("schedule_conv2d_nchw", "conv2d_nchw", "depthwise_conv2d_nchw"):
         monkeypatch.delattr(topi.cuda, name, raising=False)
     group = _groups(models.conv_bias_relu())[0]
@@ -230,6 +232,36 @@ def test_model_on_the_emulator_matches_onnxruntime(name, monkeypatch):
     model = getattr(models, name)()
     feed = _feed(model)
     y = _run_emulated(_build(model, "cuda -max_num_threads=64"), feed, monkeypatch)
+    np.testing.assert_allclose(y, _onnxruntime(model, feed), rtol=1e-4, atol=1e-5)
+
+
+def _strided_pointwise_model():
+    """A 1x1 stride-2 convolution with bias, then relu: relay's CUDA strategy computes it as
+    an implicit GEMM (two kernels and a workspace)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((16, 8, 1, 1)).astype("float32"), "w")
+    b = numpy_helper.from_array(rng.standard_normal(16).astype("float32"), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "strided_pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 5, 5])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.slow  # g++ builds the emulated kernels
+@needs_nvrtc
+@needs_emulator
+def test_implicit_gemm_convolution_on_the_emulator_matches_onnxruntime(monkeypatch):
+    model = _strided_pointwise_model()
+    lib = _build(model)
+    (step,) = lib.plan["steps"]
+    assert len(lib.lib.get_function(step["func"]).split.kernels) == 2
+    feed = {"x": np.random.default_rng(1).standard_normal((2, 8, 10, 10)).astype("float32")}
+    y = _run_emulated(lib, feed, monkeypatch)
     np.testing.assert_allclose(y, _onnxruntime(model, feed), rtol=1e-4, atol=1e-5)
 
 

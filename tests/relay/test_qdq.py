@@ -41,7 +41,7 @@ def _float_model(kind: str) -> onnx.ModelProto:
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
                           inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 class _Calibration(quantization.CalibrationDataReader):
@@ -118,7 +118,7 @@ def _qdq_model(zero_point: np.ndarray, scale_input: bool = False, **attrs) -> on
              helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"])]
     g = helper.make_graph(nodes, "qdq", inputs,
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 4))], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=8)
 
 
 def test_quantize_dequantize_round_trip_matches_onnxruntime():
@@ -160,7 +160,7 @@ def _qdq_matmul(w_zero_point: int) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "qdq_matmul",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 8))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 3))], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 @pytest.mark.parametrize("w_zero_point,int8_kernel", [(128, True), (0, False)])

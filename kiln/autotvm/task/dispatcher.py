@@ -21,7 +21,7 @@ from .space import FallbackConfigEntity
 logger = logging.getLogger("autotvm")
 
 __all__ = ["DispatchContext", "ApplyConfig", "ApplyHistoryBest", "FallbackContext",
-           "apply_history_best", "target_key"]
+           "apply_history_best", "target_key", "has_tuned_config"]
 
 
 def target_key(target) -> str:
@@ -151,3 +151,12 @@ def apply_history_best(records) -> ApplyHistoryBest:
     """``with autotvm.apply_history_best("tune.log"):`` templates (and
     ``task.instantiate``) called inside use the best configs found in the records."""
     return ApplyHistoryBest(records)
+
+
+def has_tuned_config(target, workload) -> bool:
+    """Whether tuning records in a context on the stack (an :class:`ApplyHistoryBest`) hold
+    a config for ``workload`` on ``target``; asks without the fallback's log line, so an
+    operator library can choose among templates by what was tuned."""
+    return any(isinstance(ctx, ApplyHistoryBest) and ctx._query_inside(target, workload)
+               is not None for ctx in DispatchContext._stack())
+

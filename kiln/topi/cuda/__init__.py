@@ -8,7 +8,8 @@ every topi operator and not tuned (see :mod:`kiln.topi.cuda.per_thread`), except
 which have schedules of their own: depthwise convolution (:mod:`.depthwise`: output tiles,
 input window in shared memory), long reductions, global pooling and softmax
 (:mod:`.reduction`, :mod:`.pooling`, :mod:`.softmax`: a block of threads per output),
-and the AutoTVM templates ``conv2d_nchw.cuda`` (:mod:`.conv2d`), ``dense_large_batch.cuda``
+and the AutoTVM templates ``conv2d_nchw.cuda`` (:mod:`.conv2d`, direct),
+``conv2d_nchw_implicit_gemm.cuda`` (:mod:`.conv2d_gemm`), ``dense_large_batch.cuda``
 and ``matmul.cuda`` (:mod:`.dense`), scheduled with a tuned config inside
 ``autotvm.apply_history_best`` and with their fallback config elsewhere.
 """
@@ -16,6 +17,7 @@ and ``matmul.cuda`` (:mod:`.dense`), scheduled with a tuned config inside
 from __future__ import annotations
 
 from .conv2d import conv2d_nchw, schedule_conv2d_nchw
+from .conv2d_gemm import conv2d_nchw_implicit_gemm
 from .dense import dense, schedule_dense
 from .depthwise import depthwise_conv2d_nchw, schedule_depthwise_conv2d_nchw
 from .injective import bind_flat, max_threads, schedule_injective_from_existing
@@ -60,7 +62,7 @@ __all__ = [
     "schedule_dense_large_batch", "schedule_dense", "schedule_matmul", "schedule_batch_matmul",
     "schedule_pool", "schedule_adaptive_pool", "schedule_global_pool", "schedule_conv2d_nchw",
     "schedule_conv2d_nhwc", "schedule_group_conv2d_nchw", "schedule_depthwise_conv2d_nchw",
-    "depthwise_conv2d_nchw", "conv2d_nchw", "dense",
+    "depthwise_conv2d_nchw", "conv2d_nchw", "conv2d_nchw_implicit_gemm", "dense",
     "schedule_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc", "schedule_layer_norm",
     "schedule_batch_norm", "schedule_extern", "schedule_auto",
 ]

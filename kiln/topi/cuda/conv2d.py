@@ -41,6 +41,8 @@ from kiln.te.tensor import ComputeOp, Operation
 
 from .. import nn
 from ..utils import all_ops, as_list, get_const_tuple, traverse_inline
+from . import conv2d_gemm
+from .block_tile import check_block_limits, local_accumulator
 from .per_thread import schedule_per_thread
 
 CONV2D_NCHW = "conv2d_nchw.cuda"
@@ -71,32 +73,6 @@ def _workload_of(conv: Operation) -> tuple:
     return (CONV2D_NCHW, *autotvm.task.args_to_workload(
         (data, conv.input_tensors[1], conv.attrs["strides"], conv.attrs["padding"],
          conv.attrs["dilation"], conv.output(0).dtype)))
-
-
-def local_accumulator(s, op: Operation) -> tuple:
-    """``(output, local)``: the tensor whose loops a tiled CUDA schedule binds, and the
-    register-scope (``local``) tensor that accumulates ``op``'s reduction. When ``op`` is the
-    schedule's output it gets a ``cache_write``; when an elementwise epilogue reads it (bias,
-    relu), ``op`` itself moves to local scope and the epilogue's stage is tiled instead."""
-    if op in s.outputs:
-        output = op.output(0)
-        return output, s.cache_write(output, "local")
-    s[op].set_scope("local")
-    return s.outputs[0].output(0), op.output(0)
-
-
-def check_block_limits(cfg, threads: int, shared_bytes: int) -> None:
-    """Reject ``cfg`` (``cfg.raise_error``) when its block needs more threads or shared memory
-    than the current CUDA target has (``cuda``'s 1024 threads and 48 KB outside a target
-    scope)."""
-    target = Target.current()
-    if target is None or target.is_cpu:
-        target = Target("cuda")
-    if threads > target.max_num_threads:
-        cfg.raise_error(f"{threads} threads per block (at most {target.max_num_threads})")
-    if shared_bytes > target.max_shared_memory_per_block:
-        cfg.raise_error(f"{shared_bytes} bytes of shared memory per block "
-                        f"(at most {target.max_shared_memory_per_block})")
 
 
 def define_conv2d_space(cfg, conv: Operation) -> None:
@@ -210,8 +186,17 @@ def schedule_conv2d_nchw_cfg(cfg, outs):
 def schedule_conv2d_nchw(outs):
     """TVM's ``topi.cuda.schedule_conv2d_nchw``: the direct schedule with the config the
     current dispatch context has for the convolution's workload (the fallback config
-    outside ``apply_history_best``)."""
+    outside ``apply_history_best``); a convolution computed by
+    :func:`~kiln.topi.cuda.conv2d_gemm.conv2d_nchw_implicit_gemm` gets its tiled GEMM
+    schedule the same way."""
     outs = as_list(outs)
+    if conv2d_gemm.is_implicit_gemm(outs):
+        cfg = autotvm.DispatchContext.current().query(Target.current(),
+                                                      conv2d_gemm.implicit_gemm_workload(outs))
+        try:
+            return conv2d_gemm.schedule_conv2d_implicit_gemm_cfg(cfg, outs)
+        except InstantiationError:
+            return schedule_per_thread(outs)
     convs = [op for op in all_ops(outs) if op.tag == "conv2d_nchw"]
     if len(convs) != 1:
         return schedule_per_thread(outs)
@@ -231,5 +216,5 @@ def conv2d_nchw_template(data, kernel, strides, padding, dilation, out_dtype):
 
 
 __all__ = ["CONV2D_NCHW", "conv2d_nchw", "schedule_conv2d_nchw", "schedule_conv2d_nchw_cfg",
-           "schedule_direct_cuda", "define_conv2d_space", "check_block_limits",
+           "schedule_direct_cuda", "define_conv2d_space",
            "conv2d_nchw_template"]

@@ -17,10 +17,11 @@ registers::
         C[...] = epilogue(C.local[yi, xi])
 
 Knobs: ``tile_y``, ``tile_x`` (4-way: block, vthread, thread, inner; at most 2 virtual threads,
-8-32 threads (fewer only for shorter axes), 8 inner, 256 rows or columns a block), ``tile_k``
-(2-way: slices of at most 32, multiples of 4 where the reduction is), ``auto_unroll_max_step``
-and ``vectorize_fetch`` (4: each thread copies runs of 4 consecutive elements; the loop is
-marked vectorized, kiln's CUDA code generator emits it as a 4-step loop). The space holds the
+8-32 threads (fewer only for axes without such a divisor), 8 inner, 256 rows or columns a
+block), ``tile_k`` (2-way: slices of at most 32, multiples of 4 where the reduction is),
+``auto_unroll_max_step`` and ``vectorize_fetch`` (4: each thread copies runs of 4 consecutive
+elements; the loop is marked vectorized, kiln's CUDA code generator emits it as a 4-step
+loop). The space holds the
 assignment's schedule (16 x 16 threads of 4 x 4, slices of 16: the fallback of
 ``matmul.cuda``) and the 128 x 128 tiles of 8 x 8 per thread (``[-1, 2, 16, 4]``). A config
 using more threads or shared memory than the target has is rejected (``InstantiationError``).
@@ -40,7 +41,7 @@ from kiln.te.tensor import Operation
 
 from .. import nn
 from ..utils import all_ops, as_list, get_const_tuple, traverse_inline
-from .conv2d import check_block_limits, local_accumulator
+from .block_tile import check_block_limits, local_accumulator
 from .per_thread import schedule_per_thread
 
 DENSE = "dense_large_batch.cuda"
@@ -51,8 +52,9 @@ _FALLBACK = {"tile_y": [-1, 1, 16, 4], "tile_x": [-1, 1, 16, 4], "tile_k": [-1, 
 
 
 def _tile_filter(length: int):
-    """Which 4-way splits of an output axis of ``length`` the space keeps."""
-    fewest = min(8, length)
+    """Which 4-way splits of an output axis of ``length`` the space keeps: at least as many
+    threads as the largest divisor of ``length`` up to 8 (7 on ResNet's 7x7 maps)."""
+    fewest = max(d for d in range(1, min(8, length) + 1) if length % d == 0)
 
     def keep(e: SplitEntity) -> bool:
         _, vthread, threads, inner = e.size
@@ -62,10 +64,12 @@ def _tile_filter(length: int):
     return keep
 
 
-def define_matmul_space(cfg, i, j, k, contiguous: tuple[int, int]) -> None:
+def define_matmul_space(cfg, i, j, k, contiguous: tuple[int, int],
+                        fallback: dict[str, list[int]] | None = None) -> None:
     """The knobs of the tiled product over output axes ``i``, ``j`` and reduction ``k``;
     ``contiguous`` are the lengths of the two operands' innermost axes (a 4-wide fetch needs
-    both divisible by 4)."""
+    both divisible by 4). A fallback config takes ``fallback``'s splits (the assignment's
+    schedule by default), shrunk to divisors of the axes."""
     for name, axis in (("tile_y", i), ("tile_x", j)):
         length = int(axis.dom.extent.value)
         cfg.define_split(name, axis, num_outputs=4, filter=_tile_filter(length))
@@ -76,7 +80,7 @@ def define_matmul_space(cfg, i, j, k, contiguous: tuple[int, int]) -> None:
     cfg.define_knob("vectorize_fetch", [1, 4] if all(c % 4 == 0 for c in contiguous) else [1])
     if cfg.is_fallback:
         for name, axis in (("tile_y", i), ("tile_x", j), ("tile_k", k)):
-            cfg.fallback_split(name, _FALLBACK[name], int(axis.dom.extent.value))
+            cfg.fallback_split(name, (fallback or _FALLBACK)[name], int(axis.dom.extent.value))
         cfg["auto_unroll_max_step"] = OtherOptionEntity(64)
 
 
@@ -88,14 +92,18 @@ def _block(split: SplitEntity) -> int:
     return split.size[1] * split.size[2] * split.size[3]
 
 
-def schedule_matmul_tiled(cfg, s, op: Operation) -> None:
+def schedule_matmul_tiled(cfg, s, op: Operation, *, materialize: bool = False,
+                          fallback: dict[str, list[int]] | None = None) -> None:
     """Schedule the 2-D product ``op`` (``C[i, j] = sum_k A[.] * B[.]``, its inputs the
-    operands; and the output reading it, if it is not the output) in ``s`` with ``cfg``."""
+    operands) in ``s`` with ``cfg``. The tiled stage is the output that reads ``op`` when
+    ``op`` is not the output itself, or with ``materialize``, ``op`` (written to global
+    memory; its consumers are scheduled by the caller). ``fallback``: the splits of a
+    fallback config (see :func:`define_matmul_space`)."""
     a, b = op.input_tensors
     i, j = op.axis
     (k,) = op.reduce_axis
     define_matmul_space(cfg, i, j, k, (get_const_tuple(a.shape)[-1],
-                                       get_const_tuple(b.shape)[-1]))
+                                       get_const_tuple(b.shape)[-1]), fallback)
     ty_n, tx_n = _threads(cfg["tile_y"]), _threads(cfg["tile_x"])
     tile_k = cfg["tile_k"].size[1]
     itemsize = 8 if op.output(0).dtype == "float64" else 4
@@ -105,7 +113,10 @@ def schedule_matmul_tiled(cfg, s, op: Operation) -> None:
     b_rows = tile_k if op.attrs.get("transpose_b") else _block(cfg["tile_x"])
     if vec > 1 and (tile_k % vec or b_rows % vec):
         cfg.raise_error(f"a {vec}-wide fetch needs shared rows of a multiple of {vec} elements")
-    output, local = local_accumulator(s, op)
+    if materialize:
+        output, local = op.output(0), s.cache_write(op.output(0), "local")
+    else:
+        output, local = local_accumulator(s, op)
     a_shared = s.cache_read(a, "shared", [local])
     b_shared = s.cache_read(b, "shared", [local])
     a_local = s.cache_read(a_shared, "local", [local])
