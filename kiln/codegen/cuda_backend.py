@@ -60,7 +60,13 @@ def cuda_module(funcs: list[SplitFunc], source: str, target_text: str, arch: str
     functions = {sp.func.name: HostFunction(sp, device_mod) for sp in funcs}
     host_text = "\n\n".join(host_source(sp) for sp in funcs)
     return rt.CUDAModule(functions, funcs[0].func.name if funcs else None, device_mod,
-                         host_text, target_text)
+                         host_text, target_text, exporter=_export_archive)
+
+
+def _export_archive(mod, path) -> None:
+    from .cuda_archive import export_archive
+
+    export_archive(mod, path)
 
 
 def _build_arch(tgt: Target, rt) -> str:

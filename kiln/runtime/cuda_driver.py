@@ -542,7 +542,9 @@ class CUDAModule:
     type_key = "cuda_host"
 
     def __init__(self, functions: dict[str, Callable[..., None]], entry: str | None,
-                 device_module: CUDADeviceModule, host_source: str = "", target: str = "cuda"):
+                 device_module: CUDADeviceModule, host_source: str = "", target: str = "cuda",
+                 exporter: Callable[[CUDAModule, str], None] | None = None):
+        self._exporter = exporter
         self._functions = dict(functions)
         self.functions = list(functions)
         self.entry_name = entry
@@ -576,8 +578,12 @@ class CUDAModule:
         return self._host_source
 
     def export_library(self, file_name, **_ignored: Any) -> None:
-        raise TVMError("export_library: saving CUDA modules is not supported yet "
-                       "(rebuild with kiln.build, which caches the compiled kernels on disk)")
+        """Save the module as a tar archive (``.tar``, ``.tar.gz``, ``.tgz``): its host
+        functions' IR, the CUDA source and the compiled image
+        (:mod:`kiln.codegen.cuda_archive`); load it with ``kiln.runtime.load_module``."""
+        if self._exporter is None:
+            raise TVMError("export_library: this CUDA module was not made by kiln.build")
+        self._exporter(self, os.fspath(file_name))
 
     def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10,
                        repeat: int = 1, min_repeat_ms: float = 0, f_preproc: str = "",

@@ -162,22 +162,27 @@ class GraphExecutorFactoryModule:
 
     def export_library(self, path) -> None:
         """Save library + plan + parameters in one tar file; load with
-        :func:`kiln.relay.load_module`."""
+        :func:`kiln.relay.load_module`. The library is ``lib.so`` for a CPU build,
+        ``lib.tar`` (:mod:`kiln.codegen.cuda_archive`) for a CUDA one."""
         path = os.fspath(path)
         with tempfile.TemporaryDirectory() as d:
-            so = os.path.join(d, "lib.so")
+            lib = os.path.join(d, _LIB_MEMBER[self.plan.get("device") == "cuda"])
             if self.lib is not None:
-                self.lib.export_library(so)
+                self.lib.export_library(lib)
             buf = io.BytesIO()
             np.savez(buf, **self.consts)
             with tarfile.open(path, "w") as tf:
                 if self.lib is not None:
-                    tf.add(so, "lib.so")
+                    tf.add(lib, os.path.basename(lib))
                 for name, data in (("graph.json", self.get_graph_json().encode()),
                                    ("params.npz", buf.getvalue())):
                     info = tarfile.TarInfo(name)
                     info.size = len(data)
                     tf.addfile(info, io.BytesIO(data))
+
+
+#: the library's member in an exported factory: CPU, CUDA
+_LIB_MEMBER = ("lib.so", "lib.tar")
 
 
 def load_module(path) -> GraphExecutorFactoryModule:
@@ -189,8 +194,8 @@ def load_module(path) -> GraphExecutorFactoryModule:
         plan = json.load(f)
     with np.load(os.path.join(d, "params.npz")) as z:
         consts = {k: z[k] for k in z.files}
-    so = os.path.join(d, "lib.so")
-    lib = _load_lib(so) if os.path.exists(so) else None
+    libs = [os.path.join(d, name) for name in _LIB_MEMBER]
+    lib = next((_load_lib(p) for p in libs if os.path.exists(p)), None)
     factory = GraphExecutorFactoryModule(plan, lib, consts)
     # the library stays loaded from d (its path is kept for re-export): remove d with it
     weakref.finalize(factory, shutil.rmtree, d, True)

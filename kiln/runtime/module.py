@@ -11,6 +11,7 @@ into it (``packed_call``). ``export_library("x.tar")`` writes an archive holding
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from . import fastcall as _fc
 from . import packed_call
 from .compiler import compile_asm, compile_shared, shared_suffix
 from .device import Device
+from .registry import get_global_func
 
 __all__ = ["Module", "PackedFunc", "BenchmarkResult", "load_module"]
 
@@ -380,6 +382,21 @@ def time_evaluator(func: Callable[..., Any], dev: Device, number: int = 10, repe
     return evaluator
 
 
+#: archive formats other modules load: format -> the module that registers its loader as
+#: ``runtime.module.loadfile_<format>`` (imported by name when first needed, as TVM finds a
+#: module loader by its global function's name)
+ARCHIVE_LOADERS = {"kiln-cuda-module": "kiln.codegen.cuda_archive"}
+
+
+def _archive_loader(fmt: str) -> Callable[..., Any]:
+    name = f"runtime.module.loadfile_{fmt}"
+    loader = get_global_func(name, allow_missing=True)
+    if loader is None:
+        importlib.import_module(ARCHIVE_LOADERS[fmt])
+        loader = get_global_func(name)
+    return loader
+
+
 def _load_archive(path: str) -> Module:
     tmp = tempfile.TemporaryDirectory(prefix="kiln-module-")
     try:
@@ -393,6 +410,9 @@ def _load_archive(path: str) -> Module:
                     f"cannot load {path}: not a kiln module archive (no {_ARCHIVE_INFO})"
                 )
             info = json.loads(raw.read().decode("utf-8"))
+            if info.get("format") in ARCHIVE_LOADERS:
+                tmp.cleanup()
+                return _archive_loader(info["format"])(path, tar, info)
             if info.get("format") != _ARCHIVE_FORMAT:
                 raise TVMError(f"cannot load {path}: not a kiln module archive")
             names = [info["library"], info["source"]]

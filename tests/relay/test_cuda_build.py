@@ -183,12 +183,23 @@ def test_each_fused_group_is_one_kernel():
 
 
 @needs_nvrtc
-def test_graph_built_for_cuda_refuses_a_cpu_device_and_export():
+def test_graph_built_for_cuda_refuses_a_cpu_device():
     lib = _build(models.conv_bias_relu())
     with pytest.raises(TVMError, match="built for cuda"):
         GraphModule(lib["default"](kiln.cpu(0)))
-    with pytest.raises(TVMError, match="CUDA modules is not supported"):
-        lib.export_library("unused.tar")
+
+
+@pytest.mark.slow  # g++ builds the emulated kernels
+@needs_nvrtc
+@needs_emulator
+def test_exported_cuda_graph_loads_and_runs(tmp_path, monkeypatch):
+    model = models.residual_block()
+    feed = _feed(model)
+    _build(model).export_library(tmp_path / "model.tar")
+    loaded = relay.load_module(str(tmp_path / "model.tar"))
+    assert loaded.plan["device"] == "cuda"
+    y = _run_emulated(loaded, feed, monkeypatch)
+    np.testing.assert_allclose(y, _onnxruntime(model, feed), rtol=1e-4, atol=1e-5)
 
 
 @needs_nvrtc
