@@ -14,8 +14,11 @@ M + N - 1. Both functions take ``(M, N)`` and return ``s, A, W, B`` for ``target
      shared memory, every thread fetching a part; the N taps are processed chunk by chunk, so
      any N fits in 48 KiB;
   3. **register tiling**: each thread accumulates ``per_thread`` outputs in registers
-     (``cache_write(B, "local")``), each loaded tap reused ``per_thread`` times;
-  4. **unrolling**: the inner tap loop is unrolled (``auto_unroll_max_step``).
+     (``cache_write(B, "local")``), each loaded tap reused ``per_thread`` times; the outputs
+     of a thread are ``threads`` apart (virtual threads), so a warp reads consecutive words
+     of shared memory and stores consecutive outputs;
+  4. **unrolling**: the inner tap loop is unrolled (``unroll``), every register index a
+     constant.
 
 ``STEPS`` is the sequence baseline -> 1 -> 1+2 -> 1+2+3 -> 1-4 that ``kiln report
 assignment`` measures; ``conv1d_gpu_template`` is the AutoTVM template over the sizes.
@@ -56,7 +59,7 @@ def make_conv1d_gpu_scheduler_padded(M, N, threads=256):
     return s, A, W, B
 
 
-def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64, unroll=True):
+def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=8, kt=64, unroll=True):
     """Optimizations 1-4; ``per_thread=1`` leaves out the register tiling and
     ``unroll=False`` the unrolling (the intermediate steps of ``STEPS``)."""
     A, W, Apad, B = conv1d_padded(M, N, pad_name="Apad")
@@ -66,9 +69,13 @@ def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64, unroll=Tru
     AS = s.cache_read(Apad, "shared", [BL])
     WS = s.cache_read(W, "shared", [BL])
 
+    # a block computes threads * per_thread outputs; thread t the outputs t, t + threads,
+    # t + 2 * threads, ... (virtual threads): neighbouring threads read neighbouring words of
+    # shared memory (no bank conflicts) and store neighbouring outputs (coalesced)
     bx, xi = s[B].split(B.op.axis[0], factor=threads * per_thread)
-    tx, _ = s[B].split(xi, factor=per_thread)
+    vx, tx = s[B].split(xi, factor=threads)
     s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(vx, te.thread_axis("vthread"))
     s[B].bind(tx, te.thread_axis("threadIdx.x"))
     s[BL].compute_at(s[B], tx)
 
@@ -76,7 +83,7 @@ def make_conv1d_gpu_scheduler(M, N, threads=128, per_thread=4, kt=64, unroll=Tru
     ko, ki = s[BL].split(k, factor=min(kt, N))
     s[BL].reorder(ko, ki, *s[BL].op.axis)
     if unroll:
-        s[BL].pragma(ko, "auto_unroll_max_step", 16)
+        s[BL].unroll(ki)
     for shared in (AS, WS):
         s[shared].compute_at(s[BL], ko)
         _, t = s[shared].split(s[shared].op.axis[0], factor=threads)
@@ -104,7 +111,7 @@ def conv1d_gpu_template(M, N):
     """The AutoTVM template: the optimized schedule's sizes as knobs."""
     cfg = autotvm.get_config()
     cfg.define_knob("threads", [64, 128, 256])
-    cfg.define_knob("per_thread", [1, 2, 4, 8])
+    cfg.define_knob("per_thread", [1, 2, 4, 8, 16])
     cfg.define_knob("kt", [16, 32, 64])
     cfg.define_knob("unroll", [True, False])
     s, A, W, B = make_conv1d_gpu_scheduler(M, N, cfg["threads"].val, cfg["per_thread"].val,

@@ -19,8 +19,9 @@ C = A @ B with A (M, K), B (K, N). Both functions take ``(M, K, N)`` and return
 ``VARIANTS`` also holds candidates for large sizes (``make_gemm_gpu_scheduler_vthread``:
 128 x 128 block tiles, 8 x 8 registers per thread over virtual threads), which
 ``python -m benchmarks gpu_sweep`` times on a GPU against the optimized schedule.
-``STEPS`` is the sequence baseline -> 1+2 -> 1+2+3 -> 1-4 that ``kiln report assignment``
-measures; ``gemm_gpu_template`` is the AutoTVM template over the sizes.
+``STEPS`` is the sequence baseline -> 1+2 -> 1+2+3 -> 1-4 -> 5 that ``kiln report
+assignment`` measures, step 5 the 64 x 64 tiles of ``make_gemm_gpu_scheduler_vthread``
+(4 x 4 registers a thread over 2 x 2 virtual threads, A transposed in shared memory); ``gemm_gpu_template`` is the AutoTVM template over the sizes.
 """
 
 import kiln as tvm
@@ -183,6 +184,9 @@ VARIANTS = {
     "contiguous_8x8_tk8": _variant(make_gemm_gpu_scheduler_vthread, vthreads=1),
     # 128 x 28 block tiles: they divide MobileNet's pointwise GEMMs (N = 56*56, 28*28, 14*14)
     "vthread_8x4_16x7_tk8": _variant(make_gemm_gpu_scheduler_vthread, tn=4, threads_x=7),
+    # 64 x 64 block tiles: 256 blocks at 1024^3, the course's size (128 x 128 gives 64)
+    "vthread_4x4_tk16_at": _variant(make_gemm_gpu_scheduler_vthread, tm=4, tn=4, tk=16,
+                                    transpose_a=True),
 }
 
 STEPS = [
@@ -191,6 +195,7 @@ STEPS = [
                                              unroll=False)),
     ("register tiling", _variant(make_gemm_gpu_scheduler, unroll=False)),
     ("unrolling", make_gemm_gpu_scheduler),
+    ("virtual threads, A transposed in shared memory", VARIANTS["vthread_4x4_tk16_at"]),
 ]
 
 
