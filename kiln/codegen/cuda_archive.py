@@ -9,13 +9,12 @@ the entry), ``host.json`` (the split functions, ``kiln.ir.save_json``), ``kernel
 ``kernels.cubin``. Loading needs no compiler and no GPU; a GPU of another architecture
 recompiles the kernels from the saved source at the first launch, as a fresh build does.
 
-AutoTVM's CUDA builder hands candidates to its runner as one JSON document of the same content
-(:func:`module_document` / :func:`module_from_document`).
+AutoTVM's CUDA builder hands its candidates to the runner (local, or an RPC server) as such
+archives.
 """
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
@@ -34,8 +33,7 @@ from .cuda_backend import cuda_module
 ARCHIVE_FORMAT = "kiln-cuda-module"
 _MEMBERS = ("module.json", "host.json", "kernels.cu", "kernels.cubin")
 
-__all__ = ["ARCHIVE_FORMAT", "module_document", "module_from_document", "export_archive",
-           "load_archive"]
+__all__ = ["ARCHIVE_FORMAT", "export_archive", "load_archive"]
 
 
 def _split_doc(sp: SplitFunc) -> list:
@@ -69,19 +67,6 @@ def _module(info: dict[str, Any], host: str, source: str, image: bytes):
     mod = cuda_module(splits, source, info["target"], info["arch"], image)
     mod.entry_name = info.get("entry", mod.entry_name)
     return mod
-
-
-def module_document(mod) -> dict[str, Any]:
-    """CUDA module ``mod`` as one JSON-serializable document (the image in base64)."""
-    info, host, source, image = _parts(mod)
-    return {**info, "host": host, "source": source, "image": base64.b64encode(image).decode()}
-
-
-def module_from_document(doc: dict[str, Any]):
-    """The CUDA module :func:`module_document` described."""
-    if doc.get("format") != ARCHIVE_FORMAT:
-        raise TVMError("not a CUDA module saved by kiln")
-    return _module(doc, doc["host"], doc["source"], base64.b64decode(doc["image"]))
 
 
 def export_archive(mod, path: str | os.PathLike[str]) -> None:

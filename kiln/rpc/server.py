@@ -52,6 +52,14 @@ logger = logging.getLogger("RPCServer")
 
 Reply = tuple[dict[str, Any], list[Any]]
 #: the device attributes a client may read (RemoteDevice's CUDA limits)
+def _module_types() -> tuple[type, ...]:
+    """What ``load_module`` gives for a library: a shared library, or a CUDA module's archive
+    (the CUDA runtime is imported when a session first uses a module, not by every server)."""
+    from ..runtime.cuda_driver import CUDAModule
+
+    return Module, CUDAModule
+
+
 _DEVICE_ATTRS = frozenset({"max_threads_per_block", "max_shared_memory_per_block",
                            "warp_size", "compute_version", "max_thread_dimensions"})
 
@@ -204,8 +212,9 @@ class SessionHandler:
         path = self._existing(h["name"])
         if _is_graph_archive(path):
             factory = graph_executor.load_module(path)
-            if factory.lib is not None:  # load_module extracts the archive to a folder of its own
-                self._extra_dirs.append(os.path.dirname(factory.lib.library_path))
+            library = getattr(factory.lib, "library_path", None)  # a CUDA library has none
+            if library is not None:  # load_module extracts the archive to a folder of its own
+                self._extra_dirs.append(os.path.dirname(library))
             funcs = [factory.plan.get("mod_name", "default")]
             return {"handle": self._put(factory), "kind": "graph_factory", "entry": None,
                     "functions": funcs, "type_key": "GraphExecutorFactory",
@@ -221,10 +230,10 @@ class SessionHandler:
                 "functions": list(mod.functions), "type_key": mod.type_key}, []
 
     def _op_get_source(self, h, blobs) -> Reply:
-        return {"source": self._get(h["mod"], Module).get_source(h.get("fmt", ""))}, []
+        return {"source": self._get(h["mod"], _module_types()).get_source(h.get("fmt", ""))}, []
 
     def _op_call(self, h, blobs) -> Reply:
-        mod = self._get(h["mod"], Module)
+        mod = self._get(h["mod"], _module_types())
         args = self._args(h["args"])
         if h.get("func") is None:
             mod(*args)
@@ -233,12 +242,12 @@ class SessionHandler:
         return {}, []
 
     def _op_has_function(self, h, blobs) -> Reply:
-        mod = self._get(h["mod"], Module)
+        mod = self._get(h["mod"], _module_types())
         mod.get_function(h["func"], query_imports=True)  # raises AttributeError when absent
         return {}, []
 
     def _op_time_evaluator(self, h, blobs) -> Reply:
-        mod = self._get(h["mod"], Module)
+        mod = self._get(h["mod"], _module_types())
         ev = mod.time_evaluator(h["func"], self._device(h["dev"]), number=int(h["number"]),
                                 repeat=int(h["repeat"]),
                                 min_repeat_ms=float(h["min_repeat_ms"]))

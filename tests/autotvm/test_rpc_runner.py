@@ -200,3 +200,51 @@ def test_a_tracker_without_servers_of_the_key_fails_each_candidate(caplog):
             batch.close()
     assert res[0].error_no == E.RUNTIME_DEVICE
     assert "no RPC server is registered under key 'kiln-test'" in res[0].costs[0]
+
+
+def _cuda_matmul_task():
+    from kiln.topi.cuda.dense import MATMUL
+
+    return autotvm.task.create(MATMUL, (64, 32, 64, "float32"), "cuda")
+
+
+def test_cuda_candidates_go_to_the_server_as_archives(server_port):
+    """Without a GPU on the server every CUDA candidate is an error result naming the
+    missing device, after the archive was uploaded and loaded there."""
+    from ..codegen.cuda_workloads import NVRTC_MISSING, have_nvrtc
+
+    if not have_nvrtc():
+        pytest.skip(NVRTC_MISSING)
+    import kiln
+
+    if kiln.cuda(0).exist:
+        pytest.skip("this machine has a GPU: test_tune_cuda_on_an_rpc_server runs instead")
+    task = _cuda_matmul_task()
+    runner = autotvm.RPCRunner("kiln-test", host="127.0.0.1", port=server_port, number=1,
+                               repeat=1, timeout=10)
+    assert runner.get_build_kwargs(task) == {}  # the server has no GPU to ask
+    measure = create_measure_batch(task, autotvm.measure_option(
+        builder=autotvm.LocalBuilder(n_parallel=1, timeout=60), runner=runner))
+    (result,) = measure([MeasureInput(task.target, task, task.config_space.get(0))])
+    assert result.error_no == E.RUNTIME_DEVICE
+    assert "CUDA" in str(result.costs[0])
+
+
+@pytest.mark.gpu
+def test_tune_cuda_on_an_rpc_server(server_port, tmp_path):
+    import kiln
+
+    if not kiln.cuda(0).exist:
+        pytest.skip("no CUDA GPU")
+    task = _cuda_matmul_task()
+    runner = autotvm.RPCRunner("kiln-test", host="127.0.0.1", port=server_port, number=2,
+                               repeat=1, timeout=30, check_correctness=True)
+    assert runner.get_build_kwargs(task)["arch"].startswith("sm_")
+    log = tmp_path / "cuda.log"
+    tuner = autotvm.RandomTuner(task, seed=0)
+    tuner.tune(4, autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=2),
+                                         runner=runner),
+               callbacks=[autotvm.callback.log_to_file(str(log))])
+    records = list(autotvm.record.load_from_file(log))
+    assert len(records) == 4
+    assert any(res.error_no == E.NO_ERROR for _, res in records)

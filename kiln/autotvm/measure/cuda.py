@@ -2,18 +2,17 @@
 GPU it is timed on.
 
 The builder compiles a candidate with NVRTC in a forked child (which never touches the GPU:
-the architecture comes from the runner, :func:`device_build_kwargs`) and writes it with
-:func:`save_candidate`: the split host/device functions (``ir.save_json``), the CUDA source
-and its cubin, as ``kiln.codegen.cuda_archive.module_document`` describes a CUDA module.
-The runner's worker process, which owns the GPU, loads it back with :func:`load_candidate`
-and times it on ``cuda(0)`` with CUDA events
+the architecture comes from the runner, :func:`device_build_kwargs`, or from an RPC server's
+GPU, :func:`arch_of`) and saves it with ``export_library`` (kiln/codegen/cuda_archive.py:
+the split host/device functions, the CUDA source and its cubin in one tar file), which an
+RPC server loads like any other library. The local runner's worker process, which owns the
+GPU, loads it back with :func:`load_candidate` and times it on ``cuda(0)`` with CUDA events
 (``CUDAModule.time_evaluator``). Without a GPU loading raises ``TVMError("no CUDA device
 ...")``, which the runner records as that candidate's error.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from typing import Any
@@ -21,10 +20,10 @@ from typing import Any
 from kiln.errors import TVMError
 
 __all__ = ["is_cuda_target", "device_build_kwargs", "build_target", "save_candidate",
-           "read_candidate", "load_candidate", "CANDIDATE_SUFFIX"]
+           "read_candidate", "load_candidate", "arch_of", "CANDIDATE_SUFFIX"]
 
 #: the file name suffix of a saved CUDA candidate
-CANDIDATE_SUFFIX = ".cuda.json"
+CANDIDATE_SUFFIX = ".cuda.tar"
 
 
 def is_cuda_target(target) -> bool:
@@ -54,26 +53,27 @@ def build_target(target, build_kwargs: dict[str, Any]) -> str:
 
 def save_candidate(mod, directory: str) -> str:
     """Write the CUDA module ``mod`` (what ``kiln.build(..., "cuda")`` returned) to a new
-    file in ``directory``; returns its path."""
-    from kiln.codegen.cuda_archive import module_document
-
+    archive in ``directory`` (``export_library``); returns its path."""
     fd, path = tempfile.mkstemp(suffix=CANDIDATE_SUFFIX, dir=directory)
-    with os.fdopen(fd, "w") as f:
-        json.dump(module_document(mod), f)
+    os.close(fd)
+    mod.export_library(path)
     return path
 
 
 def read_candidate(path: str):
     """The CUDA module saved by :func:`save_candidate` (its kernels load into a GPU at the
     first call)."""
-    from kiln.codegen.cuda_archive import module_from_document
+    from kiln.runtime.module import load_module
 
-    with open(path) as f:
-        doc = json.load(f)
-    try:
-        return module_from_document(doc)
-    except TVMError:
-        raise TVMError(f"{path} is not a CUDA candidate saved by kiln's LocalBuilder") from None
+    return load_module(path)
+
+
+def arch_of(compute_version: str | None) -> dict[str, Any]:
+    """``{"arch": "sm_XY"}`` of a GPU's compute version ``"X.Y"`` (``{}`` for None)."""
+    if not compute_version:
+        return {}
+    major, minor = str(compute_version).split(".")[:2]
+    return {"arch": f"sm_{major}{minor}"}
 
 
 def load_candidate(path: str, device_id: int = 0):

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..task.space import FallbackConfigEntity
+from .cuda import arch_of, is_cuda_target
 from .local import (
     _REF_CACHE,
     _last_line,
@@ -165,6 +166,24 @@ class RPCRunner(Runner):
     def __repr__(self) -> str:
         where = ", ".join(f"{h}:{p}" for h, p in self.servers)
         return f"RPCRunner(key={self.key!r}, servers=[{where}], n_parallel={self.n_parallel})"
+
+    def get_build_kwargs(self, task) -> dict:
+        """For a CUDA task, the architecture of a server's GPU (``{"arch": "sm_90"}``), so
+        that candidates are compiled for it; ``{}`` otherwise or when no server answers (the
+        candidates are then compiled for kiln's default architecture, and recompiled from
+        their source on the server's GPU at the first launch)."""
+        from kiln.errors import TVMError
+
+        if not is_cuda_target(task.target):
+            return {}
+        host, port = self.servers[0]
+        try:
+            with request_remote(self.key, host, port, self.priority,
+                                timeout=min(self.timeout, 10.0)) as remote:
+                dev = remote.device("cuda")
+                return arch_of(dev.compute_version) if dev.exist else {}
+        except (TVMError, OSError, ValueError):
+            return {}
 
     # ---- task and reference ----
     def set_task(self, task, builder) -> None:
