@@ -154,6 +154,8 @@ def test_relay_strategy_chooses_by_shape_then_by_tuning_records():
     ((1, 64, 56, 56, 128, 1, 2, 0), True),  # a 1x1 shortcut
     ((16, 16, 112, 112, 96, 1, 1, 0), False),  # a memory-bound pointwise layer
     ((16, 512, 14, 14, 512, 1, 1, 0), True),
+    ((1, 576, 14, 14, 96, 1, 1, 0), True),  # few outputs, a long reduction
+    ((1, 512, 14, 14, 512, 1, 1, 0), False),
 ])
 def test_prefers_implicit_gemm(shape, expected):
     n, c, h, wd, f, k, stride, pad = shape
