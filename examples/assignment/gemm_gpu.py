@@ -21,7 +21,8 @@ C = A @ B with A (M, K), B (K, N). Both functions take ``(M, K, N)`` and return
 ``python -m benchmarks gpu_sweep`` times on a GPU against the optimized schedule.
 ``STEPS`` is the sequence baseline -> 1+2 -> 1+2+3 -> 1-4 -> 5 that ``kiln report
 assignment`` measures, step 5 the 64 x 64 tiles of ``make_gemm_gpu_scheduler_vthread``
-(4 x 4 registers a thread over 2 x 2 virtual threads, A transposed in shared memory); ``gemm_gpu_template`` is the AutoTVM template over the sizes.
+(4 x 4 registers a thread over 2 x 2 virtual threads, A transposed in shared memory);
+``gemm_gpu_template`` is the AutoTVM template over the sizes.
 """
 
 import kiln as tvm
