@@ -22,19 +22,23 @@ SUITES: dict[str, str] = {
     "gpu_tuning": "benchmarks.gpu_tuning",
     "gpu_models": "benchmarks.gpu_models",
     "gpu_sweep": "benchmarks.gpu_sweep",
+    "gpu_conv": "benchmarks.gpu_conv",
     "fused": "benchmarks.fused",
     "cost_model": "benchmarks.cost_model",
     "dynamic": "benchmarks.dynamic",
     "auto_scheduler": "benchmarks.auto_scheduler",
+    "precision": "benchmarks.precision",
+    "vta": "benchmarks.vta",
 }
 
 
 #: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
-#: gpu, gpu_models, gpu_sweep and gpu_tuning need a GPU, fused is the seed-002 study
+#: gpu, gpu_models, gpu_sweep, gpu_conv and gpu_tuning need a GPU, fused is the seed-002 study
 #: (docs/fused_loop.md), cost_model the cost model's validation and dynamic the
-#: dynamic-shape models (docs/dynamic.md), auto_scheduler a tuned GEMM (docs/auto_scheduler.md)
-NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "fused", "gpu_tuning",
-               "cost_model", "dynamic", "auto_scheduler"}
+#: dynamic-shape models (docs/dynamic.md), auto_scheduler a tuned GEMM (docs/auto_scheduler.md),
+#: precision the models again in bf16 (`kiln bench models --precision bf16`, docs/precision.md)
+NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "gpu_conv", "fused", "gpu_tuning",
+               "cost_model", "dynamic", "auto_scheduler", "precision"}
 
 
 def get_suite(name: str) -> ModuleType:

@@ -139,6 +139,23 @@ def copy_bandwidth(torch, nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / t
 
 
+def torch_on_gpu() -> tuple[Any, bool]:
+    """``(torch or None, have_gpu)``: PyTorch where installed, and whether kiln and PyTorch
+    both see a CUDA GPU; then TF32 is switched off, so that the references compute in fp32
+    as kiln does."""
+    import kiln
+
+    try:
+        import torch
+    except ImportError:
+        return None, False
+    have_gpu = kiln.cuda(0).exist and torch.cuda.is_available()
+    if have_gpu:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch, have_gpu
+
+
 def gpu_machine_info(torch, have_gpu: bool) -> dict[str, Any]:
     """``common.machine_info()`` with the GPU's name where one was used."""
     machine = common.machine_info()
@@ -216,19 +233,11 @@ def _measure_kernel(w: dict[str, Any], torch, repeat: int) -> dict[str, Any]:
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True) -> str:
-    import kiln
 
     del profile
     started, t0 = time.time(), time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    have_gpu = kiln.cuda(0).exist and torch is not None and torch.cuda.is_available()
+    torch, have_gpu = torch_on_gpu()
     figures, details = [], {}
-    if torch is not None and have_gpu:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
     if have_gpu:
         details["copy_bandwidth_gbps"] = copy_bandwidth(torch) / 1e9
 

@@ -200,20 +200,12 @@ def _figures(key: str, label: str, compile_s: float, r: dict[str, Any] | None,
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True) -> str:
-    import kiln
     from kiln.relay import testing
 
     del profile
     say = common.progress(NAME, verbose)
     started, t0 = time.time(), time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    have_gpu = kiln.cuda(0).exist and torch is not None and torch.cuda.is_available()
-    if have_gpu:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    torch, have_gpu = gpu.torch_on_gpu()
     target = f"cuda -arch={_gpu_arch()}" if have_gpu else "cuda -arch=sm_90"
     jobs = {f"{name}.b{batch}": (name, batch) for name in MODELS for batch in BATCHES}
     say(f"compiling {len(jobs)} networks for {target!r} in worker processes")

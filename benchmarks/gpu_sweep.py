@@ -108,18 +108,10 @@ def _rate(w: dict[str, Any], seconds: float) -> str:
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True) -> str:
-    import kiln
 
     del profile
     started, t0 = time.time(), time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    have_gpu = kiln.cuda(0).exist and torch is not None and torch.cuda.is_available()
-    if have_gpu:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    torch, have_gpu = gpu.torch_on_gpu()
     figures: list[common.Figure] = []
     details: dict[str, Any] = {}
     best: dict[str, tuple[float, str]] = {}

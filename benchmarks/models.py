@@ -1,19 +1,24 @@
-"""Whole-model suite (issue 6): ResNet-18 and MobileNetV2 at 224x224, batch 1, fp32.
+"""Whole-model suite (issues 6 and 23): CNNs and transformers, batch 1, fp32, against the
+strongest CPU engines.
 
-``python -m benchmarks models [--quick]`` (or ``python -m benchmarks.models``) builds each
-network as an ONNX model with ``kiln.relay.testing`` (fixed random weights), then, in one
-process:
+``python -m benchmarks models [--quick]`` (``kiln bench models [--models a,b]``, or
+``python -m benchmarks.models --models a,b``) builds each network as an ONNX model with
+``kiln.relay.testing`` (fixed random weights, nothing downloaded) — ResNet-18, MobileNetV2,
+ResNet-50 (224x224), the BERT-base encoder (sequence 128) and ViT-B/16 (224x224) — then, in
+one process:
 
 * **compile time** of ``relay.build`` (opt_level 3): cold (empty compile cache, so the C
   compiler runs) and warm (the same model again, library found in the cache);
-* **latency** of one inference of kiln's graph executor, onnxruntime (CPU provider) and
-  PyTorch eager (the same ONNX graph run op by op with ``torch.nn.functional`` by
-  ``kiln.relay.testing.onnx_to_torch``; skipped with a note when torch is not installed),
-  all with the same number of threads (2), repeats interleaved, median.
+* **latency** of one inference of kiln's graph executor and of each reference engine of
+  :mod:`benchmarks.references` (onnxruntime with its defaults and with kiln's settings,
+  OpenVINO with the f32 hint and with its default precision, PyTorch eager, IREE; an engine
+  not installed or failing is a row saying so), all with the same number of threads (2),
+  repeats interleaved, median.
 
-Every output is checked against onnxruntime's before anything is timed; a candidate whose
-output differs is not timed and the row says so. Writes ``results/models.json`` and
-``results/models.md``. Nothing here asserts on timings.
+Every output is checked against onnxruntime's (defaults, fp32) before anything is timed; a
+candidate whose output differs is not timed and the row says so (OpenVINO's default
+precision, bf16 on some CPUs, is timed and its difference reported). Writes
+``results/models.json`` and ``results/models.md``. Nothing here asserts on timings.
 """
 
 from __future__ import annotations
@@ -33,28 +38,30 @@ if __package__ in (None, ""):  # run as `python benchmarks/models.py`
 from benchmarks import common  # noqa: E402
 from benchmarks.common import Figure, fmt_time  # noqa: E402
 from benchmarks.foundation import fresh_cache  # noqa: E402
+from benchmarks.references import Reference, all_references  # noqa: E402
 
 NAME = "models"
-DESCRIPTION = ("ResNet-18, MobileNetV2 at 224x224: kiln vs onnxruntime vs PyTorch eager, "
-               "compile time (issue 6)")
+DESCRIPTION = ("ResNet-18/50, MobileNetV2, BERT-base, ViT-B/16: kiln vs onnxruntime, OpenVINO, "
+               "PyTorch, IREE; compile time (issues 6, 23)")
 
 THREADS = 2
-MODELS = (("resnet18", "ResNet-18"), ("mobilenet_v2", "MobileNetV2"))
-HW = 224
+#: model key of kiln.relay.testing -> (label, builder arguments at the benchmark's size)
+MODELS: dict[str, tuple[str, dict[str, int]]] = {
+    "resnet18": ("ResNet-18", {"hw": 224}),
+    "mobilenet_v2": ("MobileNetV2", {"hw": 224}),
+    "resnet50": ("ResNet-50", {"hw": 224}),
+    "bert_encoder": ("BERT-base encoder (seq 128)", {"seq": 128}),
+    "vit": ("ViT-B/16", {"hw": 224}),
+}
+#: seconds to let a reference's spinning worker threads sleep before the next candidate is
+#: timed (measured: kiln right after onnxruntime ran up to 1.2x slower)
+SETTLE = 0.05
 
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"quick": True, "repeat": 5, "min_time": 0.1, "threads": THREADS, "hw": HW}
-    return {"quick": False, "repeat": 15, "min_time": 0.2, "threads": THREADS, "hw": HW}
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
+        return {"quick": True, "repeat": 5, "min_time": 0.1, "threads": THREADS}
+    return {"quick": False, "repeat": 15, "min_time": 0.2, "threads": THREADS}
 
 
 def _limit_openmp(threads: int):
@@ -70,20 +77,13 @@ def _limit_openmp(threads: int):
     return threadpool_limits(limits=threads, user_api="openmp")
 
 
-def bench_model(key: str, label: str, cfg: dict[str, Any]):
+def build_kiln(model) -> tuple[Any, Any, dict[str, float]]:
+    """``relay.build`` of ``model`` twice with an empty compile cache (cold, then warm);
+    returns the library, its graph module and the two compile times."""
     import kiln
     from kiln import relay
     from kiln.contrib import graph_executor
-    from kiln.relay import testing
-    from kiln.relay.testing import compare
 
-    threads = cfg["threads"]
-    model = testing.get_model(key, hw=cfg["hw"])
-    name, x = testing.random_input(model)
-    details: dict[str, Any] = {"model": key, "input": {name: list(x.shape)},
-                               "onnx_nodes": len(model.graph.node)}
-
-    # compile: cold (fresh cache: the C compiler runs), then warm (cache hit)
     compile_s = {}
     with fresh_cache(prefix="kiln-bench-models-"):
         for kind in ("cold", "warm"):
@@ -93,70 +93,73 @@ def bench_model(key: str, label: str, cfg: dict[str, Any]):
                 lib = relay.build(mod, target="llvm", params=params)
             compile_s[kind] = time.perf_counter() - t0
         gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    details["compile_s"] = compile_s
-    details["summary"] = lib.summary
-    details["kernels"] = len(lib.plan["steps"])
-    details["planned_bytes"] = sum(lib.plan["storages"])
+    return lib, gm, compile_s
 
-    sess = compare.onnxruntime_session(model, threads)
+
+def _reference_figure(key: str, label: str, ref: Reference, kiln_s: float | None,
+                      timings: dict, diff: dict | None) -> Figure:
+    t = timings.get(ref.name)
+    if ref.run is None:
+        note = ref.note
+    elif t is None:
+        note = f"NOT TIMED: its output differs (max rel diff {diff['max_rel']:.1e})"
+    else:
+        note = f"its max rel diff vs onnxruntime {diff['max_rel']:.1e}"
+    return Figure(key=f"{key}.{ref.name}", label=f"{label} latency vs {ref.label}",
+                  kiln=kiln_s, unit="s", reference=t.median if t else None,
+                  reference_label=ref.label if t else "", notes=note)
+
+
+def bench_model(key: str, cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
+    """Compile and time model ``key`` of :data:`MODELS` against every reference engine."""
+    from kiln.relay import testing
+    from kiln.relay.testing import compare
+
+    label, kwargs = MODELS[key]
+    threads = cfg["threads"]
+    model = testing.get_model(key, **kwargs)
+    name, x = testing.random_input(model)
     feed = {name: x}
-    ref = sess.run(None, feed)[0]
+    details: dict[str, Any] = {"model": key, "input": {name: list(x.shape)},
+                               "onnx_nodes": len(model.graph.node)}
+    lib, gm, compile_s = build_kiln(model)
+    details.update(compile_s=compile_s, summary=lib.summary, kernels=len(lib.plan["steps"]),
+                   planned_bytes=sum(lib.plan["storages"]))
+
+    refs = all_references(model, feed, threads)
+    base = refs[0].output
+    if base is None:
+        raise ImportError(f"the models suite needs onnxruntime ({refs[0].note})")
     gm.set_input(name, x)
     gm.run()
-    diffs = {"kiln": compare.differences(gm.get_output(0).numpy(), ref)}
-    candidates: dict[str, Any] = {"onnxruntime": lambda: sess.run(None, feed)}
+    diffs = {"kiln": compare.differences(gm.get_output(0).numpy(), base)}
+    candidates: dict[str, Any] = {}
     if compare.close(diffs["kiln"]):
         candidates["kiln"] = gm.run
-    torch = _torch()
-    if torch is not None:
-        torch.set_num_threads(threads)
-        tmod = testing.onnx_to_torch(model)
-        tx = torch.from_numpy(x)
-        with torch.inference_mode():
-            diffs["pytorch"] = compare.differences(tmod(tx).numpy(), ref)
-        if compare.close(diffs["pytorch"]):
-            candidates["pytorch"] = lambda: tmod(tx)
+    for ref in refs:
+        if ref.run is None:
+            continue
+        diffs[ref.name] = compare.differences(ref.output.reshape(base.shape), base)
+        if compare.close(diffs[ref.name]) or not ref.checked:
+            candidates[ref.name] = ref.run
     details["diff_vs_onnxruntime"] = diffs
-
-    def run_all():
-        # onnxruntime's and PyTorch's workers spin after a run: let them sleep before the next
-        # candidate is timed (measured: kiln right after onnxruntime ran up to 1.2x slower)
-        settle = {"onnxruntime": 0.05, "pytorch": 0.05}
-        return common.interleaved(candidates, repeat=cfg["repeat"], min_time=cfg["min_time"],
-                                  settle=settle)
+    details["references"] = {r.name: r.label if r.run else r.note for r in refs}
 
     with _limit_openmp(threads):
-        if torch is not None:
-            with torch.inference_mode():
-                timings = run_all()
-        else:
-            timings = run_all()
+        timings = common.interleaved(candidates, repeat=cfg["repeat"], min_time=cfg["min_time"],
+                                     settle={n: SETTLE for n in candidates if n != "kiln"})
     details["timings"] = {k: t.to_dict() for k, t in timings.items()}
 
-    ort_t = timings["onnxruntime"].median
-    figures = []
     kt = timings.get("kiln")
     kd = diffs["kiln"]
-    check = f"max abs diff vs onnxruntime {kd['max_abs']:.1e} (outputs up to {kd['ref_max']:.3g})"
-    notes = (f"median of {len(kt.results)} interleaved rounds × {kt.number}, min "
-             f"{fmt_time(kt.min)}; {check}" if kt else f"NOT TIMED: output differs; {check}")
-    figures.append(Figure(key=f"{key}.onnxruntime", label=f"{label} latency vs onnxruntime",
-                          kiln=kt.median if kt else None, unit="s", reference=ort_t,
-                          reference_label="onnxruntime", notes=notes))
-    if torch is None:
-        figures.append(Figure(key=f"{key}.pytorch", label=f"{label} latency vs PyTorch eager",
-                              kiln=kt.median if kt else None, unit="s",
-                              notes="PyTorch not installed: not measured"))
-    else:
-        pt = timings.get("pytorch")
-        pd = diffs["pytorch"]
-        figures.append(Figure(
-            key=f"{key}.pytorch", label=f"{label} latency vs PyTorch eager",
-            kiln=kt.median if kt else None, unit="s", reference=pt.median if pt else None,
-            reference_label=f"torch {torch.__version__}" if pt else "",
-            notes=(f"onnx_to_torch (F.conv2d, F.batch_norm, ... per node), inference_mode; "
-                   f"its max abs diff vs onnxruntime {pd['max_abs']:.1e}"
-                   if pt else "PyTorch NOT TIMED: its output differs")))
+    check = f"max rel diff vs onnxruntime {kd['max_rel']:.1e}"
+    figures = [Figure(key=f"{key}.kiln", label=f"{label} latency (kiln)",
+                      kiln=kt.median if kt else None, unit="s",
+                      notes=(f"median of {len(kt.results)} interleaved rounds × {kt.number}, "
+                             f"min {fmt_time(kt.min)}; {check}" if kt
+                             else f"NOT TIMED: output differs; {check}"))]
+    figures += [_reference_figure(key, label, r, kt.median if kt else None, timings,
+                                  diffs.get(r.name)) for r in refs]
     figures += [
         Figure(key=f"{key}.compile_cold", label=f"{label} compile, empty cache",
                kiln=compile_s["cold"], unit="s",
@@ -169,9 +172,14 @@ def bench_model(key: str, label: str, cfg: dict[str, Any]):
 
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
-        verbose: bool = True) -> str:
-    """Run the suite, write ``<out_dir>/models.{json,md}``, return the markdown."""
+        verbose: bool = True, models: Sequence[str] | None = None) -> str:
+    """Run the suite on ``models`` (keys of :data:`MODELS`, default all), write
+    ``<out_dir>/models.{json,md}``, return the markdown."""
     del profile  # nothing to profile here
+    keys = list(models or MODELS)
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        raise ValueError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
     started = time.time()
     t0 = time.perf_counter()
     cfg = settings(quick)
@@ -181,13 +189,13 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     os.environ.setdefault("OMP_NUM_THREADS", str(cfg["threads"]))
     figures: list[Figure] = []
     details: dict[str, Any] = {}
-    for key, label in MODELS:
+    for key in keys:
         if verbose:
-            print(f"[{NAME}] {label} ...", file=sys.stderr, flush=True)
+            print(f"[{NAME}] {MODELS[key][0]} ...", file=sys.stderr, flush=True)
         try:
-            figs, det = bench_model(key, label, cfg)
+            figs, det = bench_model(key, cfg)
         except ImportError as e:  # onnx / onnxruntime missing
-            figs = [Figure(key=f"{key}.error", label=label, kiln=None, unit="s",
+            figs = [Figure(key=f"{key}.error", label=MODELS[key][0], kiln=None, unit="s",
                            notes=f"not measured: {e}")]
             det = {"error": str(e)}
         figures += figs
@@ -195,18 +203,11 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         gc.collect()
     machine = common.machine_info()
     machine["load_average_start"] = load_start
-    torch = _torch()
-    shown = dict(cfg, pytorch=torch.__version__ if torch else "not installed")
-    try:
-        import onnxruntime
-
-        shown["onnxruntime"] = onnxruntime.__version__
-    except ImportError:  # pragma: no cover - the suite needs it
-        pass
+    shown = dict(cfg, models=keys)
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings=shown, details=details, started=started,
         duration_s=time.perf_counter() - t0, out_dir=out_dir,
-        title="Whole models (ResNet-18, MobileNetV2 at 224x224, batch 1)")
+        title=f"Whole models ({', '.join(MODELS[k][0] for k in keys)}; batch 1)")
     if verbose:
         print(text)
         print(f"written: {md_path} and {md_path.with_suffix('.json')}")
@@ -217,8 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.models", description=DESCRIPTION)
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     p.add_argument("--out", default=None, help="results directory (default: results/)")
+    p.add_argument("--models", default=",".join(MODELS), metavar="M1,M2",
+                   help=f"comma-separated models (default: all of {', '.join(MODELS)})")
     args = p.parse_args(argv)
-    run(quick=args.quick, out_dir=args.out)
+    keys = [k for k in args.models.split(",") if k]
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    run(quick=args.quick, out_dir=args.out, models=keys)
     return 0
 
 

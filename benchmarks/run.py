@@ -27,6 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="let suites that support it profile their builds")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
+    p.add_argument("--models", default=None, metavar="M1,M2",
+                   help="the models suite's models, comma-separated (default: all)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="bf16: the models suite's models in bf16 against fp32, accuracy and "
+                        "latency (the precision suite)")
     args = p.parse_args(argv)
     if args.list:
         for name in SUITES:
@@ -36,7 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
     for name in args.suites or [s for s in SUITES if s not in NOT_DEFAULT]:
-        get_suite(name).run(quick=args.quick, out_dir=args.out, profile=args.profile)
+        chosen = {"models": args.models.split(",")} if name == "models" and args.models else {}
+        if name == "models" and args.precision != "fp32":
+            name, chosen = "precision", dict(chosen, precision=args.precision)
+        get_suite(name).run(quick=args.quick, out_dir=args.out, profile=args.profile, **chosen)
     return 0
 
 

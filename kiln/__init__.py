@@ -11,7 +11,7 @@ from .driver import build, lower
 from .errors import CompileError, ScheduleError, TVMError
 from .ir.expr import IterVar, PrimExpr, Range, Var
 from .ir.stmt import IRModule
-from .runtime import Device, context, cpu, cuda, device, gpu
+from .runtime import Device, context, cpu, cuda, device, ext_dev, gpu
 from .runtime.module import load_module
 from .runtime.registry import get_global_func, register_func
 
@@ -33,6 +33,6 @@ __all__ = [
     "te", "tir", "ir", "autotvm", "auto_scheduler", "nd", "runtime", "target", "transform",
     "build", "lower", "TVMError", "ScheduleError",
     "CompileError", "IterVar", "PrimExpr", "Range", "Var", "IRModule", "Device", "context",
-    "cpu", "cuda", "device", "gpu", "load_module", "register_func", "get_global_func",
+    "cpu", "cuda", "device", "ext_dev", "gpu", "load_module", "register_func", "get_global_func",
     "install_as_tvm", "__version__",
 ]

@@ -10,6 +10,7 @@ import                        resolves to
 ``tvm``, ``tvm.X.Y``          ``kiln``, ``kiln.X.Y``
 ``d2ltvm``, ``d2l_tvm``       ``kiln.contrib.d2ltvm``
 ``topi``, ``topi.X``          ``kiln.topi``, ``kiln.topi.X`` (TVM 0.7's top-level package)
+``vta``, ``vta.X``            ``kiln.vta``, ``kiln.vta.X`` (the VTA accelerator, docs/vta.md)
 ============================  ===============================
 
 Only what kiln has resolves: ``import tvm.foo`` where kiln has no ``kiln.foo`` raises
@@ -37,6 +38,7 @@ ALIASES: dict[str, str] = {
     "d2ltvm": "kiln.contrib.d2ltvm",
     "d2l_tvm": "kiln.contrib.d2ltvm",
     "topi": "kiln.topi",
+    "vta": "kiln.vta",
 }
 
 

@@ -1,9 +1,11 @@
 """The ``kiln`` command.
 
     kiln compile model.onnx [-o model.kiln] [--shape input=1,3,224,224] [--opt-level 3]
+                 [--precision fp32|bf16]
     kiln run model.kiln [--input [NAME=]x.npy] [--output y.npy] [--repeat N]
     kiln bench model.onnx [--shape ...] [--repeat N] [--threads N]   # kiln vs onnxruntime
     kiln bench [SUITE ...] [--quick] [--list]                        # the benchmark suites
+    kiln bench models --precision bf16             # bf16 vs fp32: accuracy and latency
     kiln model resnet18 [-o resnet18.onnx] [--hw 224]                # write a test model
     kiln tune model.onnx --budget 10m --log tune.json [--trials N] [--tuner xgb|ga|random]
               [--history OLD.json] [--dask tcp://scheduler:8786 [--dask-resource device:cpu]]
@@ -136,17 +138,19 @@ def _fmt_shape(shape) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def compile_model(model, shapes: dict | None = None, opt_level: int = 3, source: str = "model"):
-    """Import ``model`` with the input ``shapes`` and build it for the CPU: the factory
-    module of ``relay.build`` (its ``summary`` and ``build_seconds`` filled in). Import and
-    build errors become CliError naming ``source``."""
+def compile_model(model, shapes: dict | None = None, opt_level: int = 3, source: str = "model",
+                  precision: str = "fp32"):
+    """Import ``model`` with the input ``shapes`` and build it for the CPU in ``precision``
+    (``"fp32"``, ``"bf16"``): the factory module of ``relay.build`` (its ``summary`` and
+    ``build_seconds`` filled in). Import and build errors become CliError naming
+    ``source``."""
     from kiln import relay
     from kiln.errors import TVMError
 
     try:
         mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
         with relay.build_config(opt_level=opt_level):
-            return relay.build(mod, target="llvm", params=params)
+            return relay.build(mod, target="llvm", params=params, precision=precision)
     except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, TVMError) as e:
         raise CliError(f"cannot compile {source}: {_one_line(e)}") from None
 
@@ -270,7 +274,7 @@ def cmd_compile(args) -> int:
     if out.resolve() == Path(args.model).resolve():
         raise CliError(f"-o {out}: would overwrite the ONNX model")
     _set_threads(args.threads)
-    lib = compile_model(model, shapes, args.opt_level, args.model)
+    lib = compile_model(model, shapes, args.opt_level, args.model, args.precision)
     try:
         lib.export_library(out)
     except OSError as e:
@@ -534,6 +538,9 @@ def _parser() -> argparse.ArgumentParser:
     shape_opts(c)
     threads_opt(c)
     c.add_argument("-q", "--quiet", action="store_true", help="do not print the kernels")
+    c.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="bf16: convolutions and dense layers in bf16 with fp32 accumulation "
+                        "(CPUs with AVX-512 BF16; docs/precision.md)")
 
     r = sub.add_parser("run", help="run a compiled .kiln model and time it")
     r.add_argument("model", help="the compiled model (from kiln compile)")
@@ -611,7 +618,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="small sizes and few timing runs instead of the course's")
     rp.add_argument("--operator", action="append", metavar="NAME",
                     help="only this operator (repeatable): conv1d_cpu, conv1d_gpu, "
-                         "gemm_gpu, dwsp_conv2d_gpu")
+                         "gemm_gpu, dwsp_conv2d_gpu, conv1d_fpga (on the VTA simulator)")
     rp.add_argument("--trials", type=int, default=None,
                     help="AutoTVM configs measured per operator (default 16, --quick 4)")
 

@@ -7,7 +7,8 @@ Usage (from the repository root, or with the package directory as argument)::
 Each top-level sub-package or module of ``kiln`` is one *package* of the graph (``kiln/target``
 counts as one package whether it is a module or a directory); autotvm's relay integration
 (``autotvm/task/relay_integration.py``, ``autotvm/graph_tuning.py``) is its own package,
-``autotvm.relay``, because it sits above ``relay`` while the rest of autotvm sits below.
+``autotvm.relay``, because it sits above ``relay`` while the rest of autotvm sits below;
+so is auto_scheduler's (``auto_scheduler/relay_integration.py``, ``auto_scheduler.relay``).
 ``kiln`` is the root ``__init__.py``. Imports are read with :mod:`ast` (nothing is imported):
 absolute and relative, module-level and function-local (*lazy*: paid for only when the
 function runs). :data:`LAYERS` is the layering, low to high; a package may import packages of
@@ -38,13 +39,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("autotvm", "auto_scheduler"),
     ("topi",),
     ("relay",),
-    ("autotvm.relay",),
+    ("autotvm.relay", "auto_scheduler.relay"),
     ("contrib", "cli", "demo", "alias", "as_tvm", "exec", "transform", "testing", "nd", "_ffi",
-     "kiln"),
+     "vta", "kiln"),
 )
 
 #: the modules of autotvm's relay integration (the package ``autotvm.relay``)
 AUTOTVM_RELAY_MODULES = ("kiln.autotvm.task.relay_integration", "kiln.autotvm.graph_tuning")
+#: the module of auto_scheduler's relay integration (the package ``auto_scheduler.relay``)
+AUTO_SCHEDULER_RELAY_MODULE = "kiln.auto_scheduler.relay_integration"
 
 LAYER_OF: dict[str, int] = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
@@ -80,6 +83,8 @@ def package_of(module: str) -> str | None:
         return "kiln"
     if any(module == m or module.startswith(m + ".") for m in AUTOTVM_RELAY_MODULES):
         return "autotvm.relay"
+    if module == AUTO_SCHEDULER_RELAY_MODULE:
+        return "auto_scheduler.relay"
     return parts[1]
 
 

@@ -5,18 +5,20 @@ factorization of the loop's extent, outermost first, the innermost at most
 :data:`MAX_INNERMOST_FACTOR`) and its unroll limits (:data:`UNROLL_CHOICES`). A
 :class:`Candidate` holds one choice for each; :meth:`Candidate.state` fills the sketch with
 them. Tile sizes always divide the extent exactly, so no candidate has loop tails.
+:func:`candidate_of` goes back: the candidate a logged state was made from.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import random
 from dataclasses import dataclass, replace
 
 from .loop_state import PragmaStep, SplitStep, State
 from .sketch import Sketch
 
-__all__ = ["Candidate", "sample_candidate", "mutate", "factorizations"]
+__all__ = ["Candidate", "sample_candidate", "mutate", "factorizations", "candidate_of"]
 
 #: the largest innermost tile (Ansor's ``max_innermost_split_factor``)
 MAX_INNERMOST_FACTOR = 64
@@ -105,6 +107,24 @@ def mutate(c: Candidate, rng: random.Random) -> Candidate:
     if full[-1] > MAX_INNERMOST_FACTOR:
         return c
     return replace(c, tiles={**c.tiles, i: tuple(full)})
+
+
+def candidate_of(sketches: list[Sketch], state: State) -> Candidate | None:
+    """The candidate whose :meth:`Candidate.state` is ``state`` (a state logged by an
+    earlier search of the same DAG), or None when no sketch has its steps."""
+    steps = state.steps
+    for k, sk in enumerate(sketches):
+        splits, pragmas = _open_splits(sk), _open_pragmas(sk)
+        if (len(sk.steps) != len(steps)
+                or not all(isinstance(steps[i], SplitStep) for i in splits)
+                or not all(isinstance(steps[i], PragmaStep) for i in pragmas)):
+            continue
+        tiles = {i: (sk.steps[i].extent // math.prod(steps[i].lengths), *steps[i].lengths)
+                 for i in splits}
+        c = Candidate(k, tiles, {i: steps[i].value for i in pragmas})
+        if c.state(sk).key() == state.key():
+            return c
+    return None
 
 
 def _smallest_prime_factor(n: int) -> int:

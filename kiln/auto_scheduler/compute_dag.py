@@ -7,9 +7,18 @@ j])``); ``dag.apply_steps_from_state(state)`` returns ``(schedule, tensors)`` wi
 state's steps applied, ready for ``kiln.lower``/``kiln.build``. The analyses
 (:meth:`is_inlinable`, :meth:`has_data_reuse`, :meth:`consumers`) describe the DAG as
 written, before any step.
+
+Steps name stages by :meth:`stage_name`: the operation's name, made unique by a suffix
+(``T_add``, ``T_add_1``) where two operations share one, as two ``add`` of a fused relay
+group do. :meth:`workload_key` names a DAG that no registered function builds (a fused
+group of a relay graph): ``["<hash of the printed DAG>", <shape>, ...]``, equal for two
+DAGs exactly when they compute the same thing on the same shapes.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 from kiln.ir.expr import Add, Div, Max, Min, Mul, ProducerLoad, Reduce, Sub
 from kiln.ir.functor import collect_vars, post_order_visit
@@ -34,12 +43,17 @@ class ComputeDAG:
         self.ops = _topological_order([t.op for t in self.outputs])
         self._consumers = {op: [c for c in self.ops if op in
                                 {t.op for t in c.input_tensors}] for op in self.ops}
+        self._stage_names = _unique_names(self.compute_ops)
 
     # ---- analysis -------------------------------------------------------------------
     @property
     def compute_ops(self) -> list:
         """The compute operations, producers before consumers."""
         return [op for op in self.ops if isinstance(op, ComputeOp)]
+
+    def stage_name(self, op) -> str:
+        """The name by which steps refer to compute operation ``op``'s stage."""
+        return self._stage_names[op]
 
     def is_output(self, op) -> bool:
         return any(t.op is op for t in self.outputs)
@@ -55,11 +69,12 @@ class ComputeDAG:
                 and len(op.body) == 1)
 
     def has_data_reuse(self, op) -> bool:
-        """A reduction one of whose reads does not use some spatial axis: an element read
-        is used by several outputs, which multi-level tiling keeps in cache (GEMM, conv)."""
+        """A reduction one of whose reads does not use some spatial axis (longer than 1):
+        an element read is used by several outputs, which multi-level tiling keeps in cache
+        (GEMM, conv)."""
         if not isinstance(op, ComputeOp) or not op.reduce_axis:
             return False
-        spatial = {iv.var for iv in op.axis}
+        spatial = {iv.var for iv in op.axis if int(iv.dom.extent.value) > 1}
         reuse = False
 
         def visit(node):
@@ -83,7 +98,7 @@ class ComputeDAG:
         sch = create_schedule([t.op for t in self.outputs])
         ctx = ReplayContext(sch, {}, {}, {})
         for op in self.compute_ops:
-            ctx.add_stage(op.name, op.output(0))
+            ctx.add_stage(self.stage_name(op), op.output(0))
         for step in state.steps:
             step.apply(ctx)
         return sch, list(self.tensors)
@@ -102,6 +117,20 @@ class ComputeDAG:
                 iters *= int(iv.dom.extent.value)
             total += iters * max(1, _count_arith(op.body[0]))
         return total
+
+    def workload_key(self) -> str:
+        """``'["<md5>", [shape], ...]'``: the key of this computation, for records of a DAG
+        that no registered function builds. The hash covers the printed DAG and every
+        operation's shape and dtype; the shapes listed are its inputs' (in :attr:`ops`
+        order), then its outputs'. It depends on the operations only, not on which tensors
+        the DAG was given."""
+        shapes = [[int(d) for d in op.output(0).shape] for op in self.ops]
+        dtypes = [str(op.output(0).dtype) for op in self.ops]
+        digest = hashlib.md5(f"{self}{shapes}{dtypes}".encode()).hexdigest()
+        inputs = [s for op, s in zip(self.ops, shapes, strict=True)
+                  if isinstance(op, PlaceholderOp)]
+        outputs = [[int(d) for d in t.shape] for t in self.outputs]
+        return json.dumps([digest, *inputs, *outputs])
 
     def __str__(self) -> str:
         lines = []
@@ -122,6 +151,20 @@ class ComputeDAG:
         return "\n".join(lines) + "\n"
 
     __repr__ = __str__
+
+
+def _unique_names(ops: list) -> dict:
+    """``op -> name``: each operation's name, the second one of a name ``name_1`` ...."""
+    names: dict = {}
+    taken: set[str] = set()
+    for op in ops:
+        name, k = op.name, 0
+        while name in taken:
+            k += 1
+            name = f"{op.name}_{k}"
+        taken.add(name)
+        names[op] = name
+    return names
 
 
 def _topological_order(outputs: list) -> list:

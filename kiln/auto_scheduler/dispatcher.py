@@ -2,16 +2,21 @@
 
 ``with ApplyHistoryBest(log): ...`` makes :func:`query` (and ``DispatchContext.current``)
 answer ``(workload_key, target) -> State`` from the fastest successful records of the log.
-(Graph-level use through ``relay.build`` is not wired yet.)
+:func:`schedule_from_history` is what ``relay.build``'s op strategy asks first under
+``PassContext(config={"relay.backend.use_auto_scheduler": True})``: the best logged
+schedule of a fused group's computation, found by its DAG's workload key.
 """
 
 from __future__ import annotations
 
+import json
+
+from .compute_dag import ComputeDAG
 from .loop_state import State
 from .measure import MeasureErrorNo
-from .measure_record import _same_target, load_records
+from .measure_record import load_records, same_target
 
-__all__ = ["DispatchContext", "ApplyHistoryBest"]
+__all__ = ["DispatchContext", "ApplyHistoryBest", "schedule_from_history"]
 
 
 class DispatchContext:
@@ -57,5 +62,21 @@ class ApplyHistoryBest(DispatchContext):
     def query(self, target, workload_key: str) -> State | None:
         """The best state of ``workload_key`` on ``target`` (records of ``llvm`` and ``c``
         are interchangeable); None when the logs have none."""
-        rows = [r for r in self.best.get(workload_key, []) if _same_target(r[0], str(target))]
+        rows = [r for r in self.best.get(workload_key, []) if same_target(r[0], str(target))]
         return min(rows, key=lambda r: r[1])[2] if rows else None
+
+
+def schedule_from_history(outs: list, target) -> tuple[object, str] | None:
+    """``(schedule, label)`` of the computation of ``outs`` with the state the current
+    dispatch context holds for its DAG's workload key (``label`` names its hash), or None
+    outside a dispatch context or when it has no record of the computation."""
+    ctx = DispatchContext.current
+    if ctx is None:
+        return None
+    dag = ComputeDAG(outs)
+    key = dag.workload_key()
+    state = ctx.query(target, key)
+    if state is None:
+        return None
+    sch, _ = dag.apply_steps_from_state(state)
+    return sch, f"best state of DAG {json.loads(key)[0][:12]}"

@@ -6,12 +6,15 @@ written to a log as JSON and replayed on a fresh schedule of the same computatio
 (:meth:`ComputeDAG.apply_steps_from_state`). Iterator names follow TVM's: a stage's root
 loops are its axes' variable names, ``split`` of ``i`` gives ``i.0`` (outermost) ...
 ``i.n``, ``fuse`` of ``a`` and ``b`` gives ``a@b@``, ``cache_write`` of stage ``C`` adds
-the stage ``C.local`` (which computes) and keeps ``C`` (which copies out).
+the stage ``C.local`` (which computes) and keeps ``C`` (which copies out), ``rfactor`` of
+stage ``C`` over its reduction loop ``k.1`` adds the stage ``C.rf`` (partial results, its
+first axis ``k.1``, its other loops named as in ``C``) and leaves ``C`` reducing over
+``k.1.v``.
 
 Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]``,
 ``["RE", stage, [iters]]``, ``["FU", stage, [iters]]``, ``["AN", stage, iter, kind]``,
 ``["PR", stage, iter, "auto_unroll_max_step$N"]``, ``["CA", stage, target stage, iter]``,
-``["CI", stage]``, ``["CW", stage, scope]``.
+``["CI", stage]``, ``["CW", stage, scope]``, ``["RF", stage, iter, factor_axis]``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["State", "Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
            "PragmaStep", "ComputeAtStep", "ComputeInlineStep", "CacheWriteStep",
-           "step_from_json"]
+           "RfactorStep", "step_from_json"]
 
 
 @dataclass
@@ -32,15 +35,18 @@ class ReplayContext:
     iters: dict  # stage name -> {iterator name -> IterVar}
     tensors: dict  # stage name -> output Tensor
 
-    def add_stage(self, name: str, tensor) -> None:
+    def add_stage(self, name: str, tensor, loop_names: dict | None = None) -> None:
         """Register ``tensor``'s stage under ``name`` with its root loops named as its
-        axes' variables (reduction axes after the spatial ones)."""
+        axes' variables (reduction axes after the spatial ones), or as ``loop_names``
+        (variable name -> loop name) says where it names them."""
         stage = self.sch[tensor]
         op = stage.op
         axes = list(op.axis) + list(getattr(op, "reduce_axis", []))
+        names = loop_names or {}
         self.stages[name] = stage
         self.tensors[name] = tensor
-        self.iters[name] = {root_iter_name(axes, k): iv for k, iv in enumerate(axes)}
+        self.iters[name] = {names.get(iv.var.name, root_iter_name(axes, k)): iv
+                            for k, iv in enumerate(axes)}
 
 
 def root_iter_name(axes, k: int) -> str:
@@ -205,6 +211,36 @@ class CacheWriteStep(Step):
         return ["CW", self.stage, self.scope]
 
 
+@dataclass(frozen=True)
+class RfactorStep(Step):
+    """``rfactor`` stage ``C`` over its reduction loop ``iter``: the new stage ``C.rf``
+    computes one partial result per value of ``iter`` (its axis ``factor_axis``), and
+    ``C`` reduces them over its loop ``<iter>.v``.
+
+    ``C(i) += A[i, k.0 * 16 + k.1]`` (``k`` split by 16), rfactor over ``k.1``, becomes
+    ``C.rf(k.1, i) += A[i, k.0 * 16 + k.1]`` then ``C(i) += C.rf(k.1.v, i)``."""
+
+    stage: str
+    iter: str
+    factor_axis: int = 0
+
+    @property
+    def new_stage(self) -> str:
+        return f"{self.stage}.rf"
+
+    def apply(self, ctx):
+        loops = ctx.iters[self.stage]
+        by_var = {iv.var.name: name for name, iv in loops.items()}
+        factored = loops[self.iter].var.name
+        tensor = ctx.tensors[self.stage]
+        rf = ctx.sch.rfactor(tensor, loops[self.iter], self.factor_axis)
+        ctx.add_stage(self.new_stage, rf, by_var)
+        ctx.add_stage(self.stage, tensor, {f"{factored}.v": f"{self.iter}.v"})
+
+    def to_json(self):
+        return ["RF", self.stage, self.iter, int(self.factor_axis)]
+
+
 def step_from_json(record: list) -> Step:
     """The step of one JSON record (module docstring)."""
     kind, *f = record
@@ -224,6 +260,8 @@ def step_from_json(record: list) -> Step:
         return ComputeInlineStep(f[0])
     if kind == "CW":
         return CacheWriteStep(f[0], f[1])
+    if kind == "RF":
+        return RfactorStep(f[0], f[1], int(f[2]))
     raise ValueError(f"auto_scheduler: unknown transform step {record!r}")
 
 

@@ -5,8 +5,9 @@ callbacks on kiln's AutoTVM measurement machinery.
 times them in a worker interpreter, exactly as AutoTVM's (docs/autotvm.md): a crash, a hang
 or a wrong answer is one failed :class:`MeasureResult`, and every candidate's output is
 checked against the unscheduled computation. Only the constructor arguments are TVM's
-``auto_scheduler`` ones. :class:`RecordToFile` appends each measured batch to a log
-(:mod:`.measure_record`).
+``auto_scheduler`` ones. :class:`ProgramMeasurer` measures states of any task with one
+builder and runner (a task scheduler's tasks in turn); :class:`RecordToFile` appends each
+measured batch to a log (:mod:`.measure_record`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import NamedTuple
 
 from kiln.autotvm.measure import LocalBuilder as _AutoTVMBuilder
 from kiln.autotvm.measure import LocalRunner as _AutoTVMRunner
-from kiln.autotvm.measure import MeasureErrorNo, MeasureResult
+from kiln.autotvm.measure import MeasureErrorNo, MeasureResult, create_measure_batch
+from kiln.autotvm.measure import MeasureInput as _BuildInput
 
 __all__ = ["MeasureInput", "MeasureResult", "MeasureErrorNo", "LocalBuilder", "LocalRunner",
-           "MeasureCallback", "RecordToFile"]
+           "MeasureCallback", "RecordToFile", "ProgramMeasurer"]
 
 
 class MeasureInput(NamedTuple):
@@ -72,3 +74,34 @@ class RecordToFile(MeasureCallback):
         from .measure_record import save_records
 
         save_records(self.filename, inputs, results)
+
+
+class ProgramMeasurer:
+    """Builds and times states of tasks with one builder and runner (``"local"`` or None:
+    a default :class:`LocalBuilder`/:class:`LocalRunner`), then calls the measure
+    callbacks. Switching to another task makes the runner compute that task's reference
+    result anew; its worker process is kept until :meth:`close`."""
+
+    def __init__(self, builder="local", runner="local", callbacks=()) -> None:
+        self.builder = LocalBuilder() if builder in (None, "local") else builder
+        self.runner = LocalRunner() if runner in (None, "local") else runner
+        self.callbacks = list(callbacks)
+        self._task = None
+        self._batch = None
+
+    def measure(self, task, policy, states) -> tuple[list[MeasureInput], list[MeasureResult]]:
+        """Measure ``states`` of ``task``; ``(inputs, results)``, one each."""
+        if task is not self._task:
+            self._task = task
+            self._batch = create_measure_batch(task, {"builder": self.builder,
+                                                      "runner": self.runner})
+        results = self._batch([_BuildInput(task.target, task, s) for s in states])
+        inputs = [MeasureInput(task, s) for s in states]
+        for cb in self.callbacks:
+            cb.callback(policy, inputs, results)
+        return inputs, results
+
+    def close(self) -> None:
+        if self._batch is not None:
+            self._batch.close()
+        self._task = self._batch = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .loop_state import State
 from .measure import MeasureErrorNo, MeasureInput, MeasureResult
 
-__all__ = ["save_records", "load_records", "load_best_record", "RecordReader"]
+__all__ = ["save_records", "load_records", "load_best_record", "RecordReader", "same_target"]
 
 VERSION = "v0.6"
 
@@ -94,13 +94,15 @@ def load_best_record(filename: str, workload_key: str | None = None,
             continue
         if workload_key is not None and inp.task.workload_key != workload_key:
             continue
-        if target is not None and not _same_target(inp.task.target, str(target)):
+        if target is not None and not same_target(inp.task.target, str(target)):
             continue
         if res.cost < best_cost:
             best, best_cost = (inp, res), res.cost
     return best
 
 
-def _same_target(a: str, b: str) -> bool:
+def same_target(a: str, b: str) -> bool:
+    """Do records of target ``a`` apply to target ``b``: the same kind, or two CPU kinds
+    (``llvm`` and ``c`` compile alike)."""
     cpu = ("llvm", "c")
     return a.split()[0] == b.split()[0] or (a.split()[0] in cpu and b.split()[0] in cpu)

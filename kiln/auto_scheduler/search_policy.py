@@ -12,6 +12,8 @@ Each round (:meth:`SketchPolicy.continue_search_one_round`):
    updated with the results and every score is recomputed.
 
 No candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far.
+``init_search_callbacks=[PreloadMeasuredStates(log)]`` resumes a search: the task's records
+in the log count as measured, seed the population and train the cost model.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import math
 import random
 import time
 
-from .annotation import Candidate, mutate, sample_candidate
+from .annotation import Candidate, candidate_of, mutate, sample_candidate
 from .cost_model import CostModel, XGBModel
+from .measure import MeasureInput
+from .measure_record import load_records, same_target
 from .sketch import generate_sketches
 
-__all__ = ["SearchPolicy", "SketchPolicy"]
+__all__ = ["SearchPolicy", "SketchPolicy", "SearchCallback", "PreloadMeasuredStates"]
 
 DEFAULT_PARAMS = {"population_size": 64, "num_iters": 4, "eps_greedy": 0.05,
                   "retry_search_one_round_on_empty": 8}
@@ -32,6 +36,29 @@ DEFAULT_PARAMS = {"population_size": 64, "num_iters": 4, "eps_greedy": 0.05,
 
 class SearchPolicy:
     """Chooses the states to measure for a task (base class)."""
+
+
+class SearchCallback:
+    """Called once by a search policy before it searches (base class)."""
+
+    def callback(self, policy: SketchPolicy) -> None:
+        raise NotImplementedError
+
+
+class PreloadMeasuredStates(SearchCallback):
+    """Resume from the log ``filename``: its records of the policy's task (workload key
+    and target) count as measured states of the search."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = str(filename)
+
+    def callback(self, policy: SketchPolicy) -> None:
+        task = policy.search_task
+        rows = [(inp, res) for inp, res in load_records(self.filename)
+                if inp.task.workload_key == task.workload_key
+                and same_target(inp.task.target, str(task.target))]
+        policy.preload([MeasureInput(task, inp.state) for inp, _ in rows],
+                       [res for _, res in rows])
 
 
 class SketchPolicy(SearchPolicy):
@@ -52,10 +79,14 @@ class SketchPolicy(SearchPolicy):
         self._scores: dict[tuple, float] = {}
         self.best_state = None
         self.best_cost = math.inf
-        if init_search_callbacks:
-            raise NotImplementedError("SketchPolicy(init_search_callbacks=...): resuming a "
-                                      "search from a log (PreloadMeasuredStates) is not "
-                                      "implemented in kiln yet")
+        for cb in init_search_callbacks or ():
+            cb.callback(self)
+
+    def preload(self, inputs: list[MeasureInput], results) -> None:
+        """Count measured ``inputs`` (states of this task, as from a log) as measured by
+        this search: never measured again, seeds of the population, training data."""
+        self._record([candidate_of(self.sketches, inp.state) for inp in inputs], inputs,
+                     results)
 
     # ---- search -----------------------------------------------------------------------
     def sample_initial_population(self, n: int) -> list[Candidate]:
@@ -81,13 +112,8 @@ class SketchPolicy(SearchPolicy):
         if not picks:
             return [], []
         states = [c.state(self.sketches[c.sketch]) for c in picks]
-        inputs, results = measurer.measure(self, states)
-        for c, st, res in zip(picks, states, results, strict=True):
-            self.measured[c.key()] = res.cost
-            if res.cost < self.best_cost:
-                self.best_state, self.best_cost = st, res.cost
-        self.cost_model.update(inputs, results)
-        self._scores.clear()  # the model may have learned: score afresh
+        inputs, results = measurer.measure(self.search_task, self, states)
+        self._record(picks, inputs, results)
         return inputs, results
 
     def search(self, num_measure_trials: int, num_measures_per_round: int, measurer,
@@ -116,6 +142,19 @@ class SketchPolicy(SearchPolicy):
         return done
 
     # ---- helpers ----------------------------------------------------------------------
+    def _record(self, cands: list[Candidate | None], inputs, results) -> None:
+        """Note measured states (``cands[i]`` made ``inputs[i]``; None: a state no sketch
+        of this search makes, from a log of other rules) and train the cost model."""
+        for c, inp, res in zip(cands, inputs, results, strict=True):
+            if c is not None:
+                self._candidates[c.key()] = c
+                self.measured[c.key()] = min(res.cost, self.measured.get(c.key(), math.inf))
+            if res.cost < self.best_cost:
+                self.best_state, self.best_cost = inp.state, res.cost
+        if inputs:
+            self.cost_model.update(inputs, results)
+        self._scores.clear()  # the model may have learned: score afresh
+
     def _score(self, cands: list[Candidate]) -> list[float]:
         todo = [c for c in cands if c.key() not in self._scores]
         if todo:

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kiln.autotvm.measure import MeasureInput as _BuildInput
-from kiln.autotvm.measure import create_measure_batch
-
 from .compute_dag import ComputeDAG
 from .loop_state import State
-from .measure import LocalBuilder, LocalRunner, MeasureInput
+from .measure import ProgramMeasurer
 from .measure_record import load_best_record
 from .search_policy import SketchPolicy
 from .workload_registry import make_workload_key, workload_key_to_tensors
@@ -37,28 +34,6 @@ class TuningOptions:
     builder: object = "local"
     runner: object = "local"
     measure_callbacks: list = field(default_factory=list)
-
-
-class ProgramMeasurer:
-    """Builds and times states of one task with a builder and runner, then calls the
-    measure callbacks."""
-
-    def __init__(self, task: SearchTask, options: TuningOptions) -> None:
-        builder = LocalBuilder() if options.builder in (None, "local") else options.builder
-        runner = LocalRunner() if options.runner in (None, "local") else options.runner
-        self.task = task
-        self.callbacks = list(options.measure_callbacks)
-        self.batch = create_measure_batch(task, {"builder": builder, "runner": runner})
-
-    def measure(self, policy, states: list[State]):
-        results = self.batch([_BuildInput(self.task.target, self.task, s) for s in states])
-        inputs = [MeasureInput(self.task, s) for s in states]
-        for cb in self.callbacks:
-            cb.callback(policy, inputs, results)
-        return inputs, results
-
-    def close(self) -> None:
-        self.batch.close()
 
 
 class SearchTask:
@@ -91,7 +66,8 @@ class SearchTask:
         """Measure ``num_measure_trials`` states chosen by ``search_policy`` (a
         :class:`SketchPolicy` by default); returns the policy (its ``best_state``)."""
         policy = search_policy or SketchPolicy(self, verbose=tuning_options.verbose)
-        measurer = ProgramMeasurer(self, tuning_options)
+        measurer = ProgramMeasurer(tuning_options.builder, tuning_options.runner,
+                                   tuning_options.measure_callbacks)
         try:
             policy.search(tuning_options.num_measure_trials,
                           tuning_options.num_measures_per_round, measurer,

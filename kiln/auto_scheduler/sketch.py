@@ -13,16 +13,21 @@ compute stages from the outputs back to the inputs:
   last ``S1`` loop with ``R0 S2 R1 S3`` (its ``S3`` sizes follow the consumer's);
 * **cache write**: an output reduction gets a second sketch where a ``local`` write cache
   computes, tiled and fused into the output stage as above;
+* **rfactor**: a reduction with fewer outputs than reduced elements (a long vector's sum,
+  a softmax's max, a matrix-vector product) gets two more sketches beside the others: its
+  reduction loops are fused and split in two, and ``rfactor`` over the inner part makes a
+  stage of vector-wide partial sums (the inner part vectorized), over the outer part a
+  stage of partial sums computed in parallel; the stage itself then reduces those;
 * **skip**: any other stage keeps its loops.
 
 Annotation is part of the sketch: the ``S0`` loops of each root stage are fused and run in
 parallel with an ``auto_unroll_max_step`` pragma, the innermost spatial tile is vectorized;
 a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last.
-(rfactor for reductions with little parallelism is not a rule yet.)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .compute_dag import ComputeDAG
@@ -34,6 +39,7 @@ from .loop_state import (
     FuseStep,
     PragmaStep,
     ReorderStep,
+    RfactorStep,
     SplitStep,
     root_iter_name,
 )
@@ -98,23 +104,72 @@ def generate_sketches(dag: ComputeDAG) -> list[Sketch]:
 def _expand(p: _Partial, op) -> list[_Partial]:
     """The partial sketches after applying every rule that fits ``op``."""
     dag = p.dag
+    name = dag.stage_name(op)
     if dag.is_inlinable(op) and not dag.has_data_reuse(op):
-        p.add(ComputeInlineStep(op.name))
-        p.role[op.name] = "inline"
-        p.rules.append(f"{op.name}: inline")
+        p.add(ComputeInlineStep(name))
+        p.role[name] = "inline"
+        p.rules.append(f"{name}: inline")
         return [p]
+    rfactors = ([_rfactor(p.copy(), op, inner) for inner in (True, False)]
+                if _needs_rfactor(op) else [])
     if dag.has_data_reuse(op):
         consumer = _fusable_consumer(p, op)
         if consumer is not None:
-            return [_tile_with_fusion(p.copy(), op.name, _root_loops(op), consumer.name)]
+            return [_tile_with_fusion(p.copy(), name, _root_loops(op),
+                                      dag.stage_name(consumer)), *rfactors]
         out = [_tile(p.copy(), op)]
         if dag.is_output(op):
             out.append(_cache_write_and_tile(p.copy(), op))
-        return out
-    p.role[op.name] = "skip"
-    p.loops[op.name] = _root_loops(op)
-    p.rules.append(f"{op.name}: skip")
-    return [p]
+        return out + rfactors
+    _skip(p, name, _root_loops(op))
+    return [p, *rfactors]
+
+
+def _skip(p: _Partial, name: str, loops: list, rule: str = "skip") -> None:
+    """Leave stage ``name`` (its root ``loops``) as it is, to the final annotation."""
+    p.role[name] = "skip"
+    p.loops[name] = loops
+    p.rules.append(f"{name}: {rule}")
+
+
+def _needs_rfactor(op) -> bool:
+    """A reduction with fewer outputs than elements reduced into each: its spatial loops
+    alone leave the machine's cores and vector lanes idle."""
+    return bool(op.reduce_axis) and _size(op.axis) < _size(op.reduce_axis)
+
+
+def _size(axes) -> int:
+    return math.prod(int(iv.dom.extent.value) for iv in axes)
+
+
+def _rfactor(p: _Partial, op, inner: bool) -> _Partial:
+    """Fuse ``op``'s reduction loops into ``r``, split it into ``r.0 r.1`` and rfactor over
+    ``r.1`` (``inner``: ``C.rf(r.1, S) += ... over r.0``, ``r.1`` innermost and vectorized)
+    or ``r.0`` (``C.rf(r.0, S) += ... over r.1``, ``r.0`` and ``S`` fused in parallel);
+    ``C`` then reduces ``C.rf`` over ``r.k.v``."""
+    name = p.dag.stage_name(op)
+    loops = _root_loops(op)
+    spatial = [n for n, _, r in loops if not r]
+    reduce = [(n, e) for n, e, r in loops if r]
+    r, extent = reduce[0]
+    if len(reduce) > 1:
+        fuse = FuseStep(name, tuple(n for n, _ in reduce))
+        p.add(fuse)
+        r, extent = fuse.fused_name, math.prod(e for _, e in reduce)
+    _split(p, name, r, extent, 2)
+    step = RfactorStep(name, f"{r}.1" if inner else f"{r}.0")
+    p.add(step)
+    rf = step.new_stage
+    if inner:
+        p.add(ReorderStep(rf, (*spatial, f"{r}.0", f"{r}.1")))
+        p.annotations.append((rf, spatial, [f"{r}.1"]))
+    else:
+        p.annotations.append((rf, [f"{r}.0", *spatial], []))
+    p.role[rf] = "rfactor"
+    # the annotation reads the extents of spatial loops only; the factored one's is open
+    _skip(p, name, [x for x in loops if not x[2]] + [(f"{step.iter}.v", None, True)],
+          f"rfactor {'inner' if inner else 'outer'}")
+    return p
 
 
 def _fusable_consumer(p: _Partial, op):
@@ -123,7 +178,7 @@ def _fusable_consumer(p: _Partial, op):
     readers, todo = set(), list(p.dag.consumers(op))
     while todo:
         c = todo.pop()
-        if p.role.get(c.name) == "inline":
+        if p.role.get(p.dag.stage_name(c)) == "inline":
             todo.extend(p.dag.consumers(c))
         else:
             readers.add(c)
@@ -131,7 +186,7 @@ def _fusable_consumer(p: _Partial, op):
         return None
     (c,) = readers
     shape = [int(iv.dom.extent.value) for iv in op.axis]
-    if (p.role.get(c.name) != "skip" or c.reduce_axis
+    if (p.role.get(p.dag.stage_name(c)) != "skip" or c.reduce_axis
             or [int(iv.dom.extent.value) for iv in c.axis] != shape):
         return None
     return c
@@ -143,20 +198,21 @@ def _split(p: _Partial, stage: str, name: str, extent: int, parts: int) -> int:
 
 def _tile(p: _Partial, op) -> _Partial:
     """``S0 S1 R0 S2 R1 S3`` tiling of ``op`` as a root stage."""
+    name = p.dag.stage_name(op)
     loops = _root_loops(op)
     spatial = [(n, e) for n, e, r in loops if not r]
     reduce = [(n, e) for n, e, r in loops if r]
     for n, e in spatial:
-        _split(p, op.name, n, e, 4)
+        _split(p, name, n, e, 4)
     for n, e in reduce:
-        _split(p, op.name, n, e, 2)
+        _split(p, name, n, e, 2)
     level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
-    p.add(ReorderStep(op.name, tuple(level(spatial, 0) + level(spatial, 1) + level(reduce, 0)
+    p.add(ReorderStep(name, tuple(level(spatial, 0) + level(spatial, 1) + level(reduce, 0)
                                      + level(spatial, 2) + level(reduce, 1)
-                                     + level(spatial, 3))))
-    p.role[op.name] = "tiled"
-    p.annotations.append((op.name, level(spatial, 0), level(spatial, 3)[-1:]))
-    p.rules.append(f"{op.name}: multi-level tiling SSRSRS")
+                                  + level(spatial, 3))))
+    p.role[name] = "tiled"
+    p.annotations.append((name, level(spatial, 0), level(spatial, 3)[-1:]))
+    p.rules.append(f"{name}: multi-level tiling SSRSRS")
     return p
 
 
@@ -186,13 +242,14 @@ def _tile_with_fusion(p: _Partial, producer: str, producer_loops: list, consumer
 
 def _cache_write_and_tile(p: _Partial, op) -> _Partial:
     """A ``local`` write cache of output ``op`` computes, tiled and fused into ``op``."""
-    step = CacheWriteStep(op.name)
+    name = p.dag.stage_name(op)
+    step = CacheWriteStep(name)
     p.add(step)
     loops = _root_loops(op)
-    p.loops[op.name] = [x for x in loops if not x[2]]
-    p.role[op.name] = "skip"
-    p.rules.append(f"{op.name}: cache write")
-    return _tile_with_fusion(p, step.new_stage, loops, op.name)
+    p.loops[name] = [x for x in loops if not x[2]]
+    p.role[name] = "skip"
+    p.rules.append(f"{name}: cache write")
+    return _tile_with_fusion(p, step.new_stage, loops, name)
 
 
 def _finish(p: _Partial) -> Sketch:

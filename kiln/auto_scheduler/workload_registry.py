@@ -4,6 +4,11 @@
 outputs of a computation, as TVM's ``auto_scheduler.register_workload``); a *workload key*
 is the JSON text ``["name", arg, ...]`` that tuning records store, so a record names the
 computation it was measured on and :func:`workload_key_to_tensors` rebuilds it.
+
+A computation no function builds (a fused group of a relay graph, found by
+``extract_tasks``) is registered as its tensors under its DAG's key
+(:func:`register_workload_tensors`, ``ComputeDAG.workload_key``); records name it by that
+key, which a later process recognizes once the same graph is compiled again.
 """
 
 from __future__ import annotations
@@ -11,10 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-__all__ = ["register_workload", "make_workload_key", "workload_key_to_tensors"]
+__all__ = ["register_workload", "register_workload_tensors", "make_workload_key",
+           "workload_key_to_tensors"]
 
 #: workload name -> the function building its tensors
 WORKLOAD_FUNC_REGISTRY: dict[str, Callable] = {}
+#: workload key -> the tensors of a computation registered as it is
+WORKLOAD_TENSOR_REGISTRY: dict[str, list] = {}
 
 
 def register_workload(func_name: str | Callable, f: Callable | None = None,
@@ -32,6 +40,13 @@ def register_workload(func_name: str | Callable, f: Callable | None = None,
                            f"(pass override=True to replace it)")
     WORKLOAD_FUNC_REGISTRY[func_name] = f
     return f
+
+
+def register_workload_tensors(workload_key: str, tensors) -> str:
+    """Register the computation ``tensors`` (its inputs, then its outputs) under
+    ``workload_key``; returns the key."""
+    WORKLOAD_TENSOR_REGISTRY[workload_key] = list(tensors)
+    return workload_key
 
 
 def _plain(arg):
@@ -56,7 +71,10 @@ def make_workload_key(func: str | Callable, args) -> str:
 
 
 def workload_key_to_tensors(workload_key: str) -> list:
-    """The tensors of a registered workload, rebuilt from its key."""
+    """The tensors of a registered workload, rebuilt from its key (those registered under
+    the key as they are)."""
+    if workload_key in WORKLOAD_TENSOR_REGISTRY:
+        return list(WORKLOAD_TENSOR_REGISTRY[workload_key])
     name, *args = json.loads(workload_key)
     if name not in WORKLOAD_FUNC_REGISTRY:
         raise ValueError(f"auto_scheduler workload {name!r} (key {workload_key}) is not "

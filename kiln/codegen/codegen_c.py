@@ -26,6 +26,7 @@ from .c_alloc import write_heap_allocate
 from .c_bound_check import render_check_index
 from .c_packed_call import IMPORT_C, extern_call_text, nested_call_error, write_packed_call
 from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
+from .import_llvm import IMPORT_LLVM, llvm_ir_to_c
 
 _STACK_LIMIT_BYTES = 64 * 1024
 
@@ -166,7 +167,12 @@ class CSourceWriter:
 
     def e_Cast(self, e: E.Cast) -> str:
         if dt.lanes(e.dtype) > 1:
-            return f"__builtin_convertvector({self.expr(e.value)}, {self.need_vector(e.dtype)})"
+            value = self.expr(e.value)
+            if dt.is_bool(e.dtype):
+                # a lane is true where the value is not 0, as the scalar cast below (a
+                # conversion would truncate 0.5 to 0); a comparison's true lanes are -1
+                value = f"(-(({value}) != 0))"
+            return f"__builtin_convertvector({value}, {self.need_vector(e.dtype)})"
         if dt.is_bool(e.dtype):
             return f"(({self.expr(e.value)}) != 0)"
         return f"(({c_scalar(e.dtype)})({self.expr(e.value)}))"
@@ -483,6 +489,9 @@ class CSourceWriter:
                 f"bind is for target 'cuda' — use parallel/vectorize on a CPU")
         if s.attr_key == IMPORT_C:  # C source pasted before the functions, once
             self.helpers.setdefault(s.value.value, s.value.value)
+        elif s.attr_key == IMPORT_LLVM:  # LLVM IR, compiled to assembly and pasted once
+            if s.value.value not in self.helpers:
+                self.helpers[s.value.value] = llvm_ir_to_c(s.value.value)
         self.stmt(s.body)
 
     def s_Store(self, s: S.Store):

@@ -15,15 +15,14 @@ archives.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tarfile
-import tempfile
 from typing import Any
 
 from kiln.errors import TVMError
 from kiln.ir.serialize import load_json, save_json
+from kiln.runtime.module_archive import write_archive
 from kiln.runtime.registry import register_func
 from kiln.tir.split_host_device import Kernel, KernelParam, SplitFunc
 
@@ -72,27 +71,10 @@ def _module(info: dict[str, Any], host: str, source: str, image: bytes):
 def export_archive(mod, path: str | os.PathLike[str]) -> None:
     """Write CUDA module ``mod`` to the tar archive ``path`` (``.tar``, ``.tar.gz``,
     ``.tgz``), atomically: a reader never sees a half-written file."""
-    path = os.fspath(path)
-    if not path.endswith((".tar", ".tar.gz", ".tgz")):
-        raise TVMError(f"export_library: a CUDA module is saved as a .tar, .tar.gz or .tgz "
-                       f"archive, not {path!r}")
     info, host, source, image = _parts(mod)
-    data = dict(zip(_MEMBERS, (json.dumps(info, indent=1).encode(), host.encode(),
-                               source.encode(), image), strict=True))
-    parent = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-kiln-")
-    os.close(fd)
-    try:
-        with tarfile.open(tmp, "w:gz" if path.endswith(("gz", "tgz")) else "w") as tar:
-            for name, blob in data.items():
-                member = tarfile.TarInfo(name)
-                member.size = len(blob)
-                tar.addfile(member, io.BytesIO(blob))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_archive(path, dict(zip(_MEMBERS, (json.dumps(info, indent=1).encode(),
+                                            host.encode(), source.encode(), image),
+                                 strict=True)), "CUDA module")
 
 
 @register_func(f"runtime.module.loadfile_{ARCHIVE_FORMAT}")

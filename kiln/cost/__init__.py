@@ -4,7 +4,8 @@
 the cache misses and the time of a function lowered by ``kiln.lower``, from a loop-nest
 analysis (``loop_nest``) priced on a machine model read from the target (``machine``); its
 ``explain()`` prints the loop execution procedure with the cost of each loop (``estimate``).
-``tail_choice`` uses it to choose the tail strategy of ``split(..., tail="auto")``.
+``tail_choice`` uses it to choose the tail strategy of ``split(..., tail="auto")``, and
+``dispatch_choice`` the widths of the vector paths of a ``tail="dispatch"`` remainder.
 docs/dynamic.md describes the model and its validation (benchmarks/cost_model.py).
 """
 

@@ -4,10 +4,12 @@ The loop tree of :mod:`kiln.cost.loop_nest` is priced on a :class:`MachineModel`
 
 * **compute**: each loop iteration issues its body's instructions at the machine's rates
   (arithmetic on ``fma_units`` pipes, two loads and one store per cycle, a cycle per branch)
-  plus one cycle of loop overhead (none for unrolled loops). A serial innermost loop of
-  constant trip count with no branch, whose accesses are unit-stride or invariant in it, is
-  counted as the C compiler vectorizes it (``-O3``, at most 32-byte vectors). A parallel
-  loop divides its subtree by ``min(cores, trips)`` and pays a fork.
+  plus one cycle of loop overhead (none for unrolled loops). A serial innermost loop with
+  no branch, whose accesses are unit-stride or invariant in it, is counted as the C compiler
+  vectorizes it (``-O3``, at most 32-byte vectors): ``floor(trips / lanes)`` vector
+  iterations and a scalar epilogue of ``trips mod lanes``, where ``lanes`` fill the vector,
+  or, for a constant trip count below that, are the trip count. A parallel loop divides its
+  subtree by ``min(cores, trips)`` and pays a fork.
 * **memory** (the footprint model): the footprint of a loop is the cache lines its subtree
   touches over one run of it. An access keeps its lines in cache level ``c`` across the
   iterations of the outermost loop whose one iteration (the next loop inward of the access)
@@ -23,6 +25,7 @@ footprint and the level it fits in, cycles.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from kiln.arith import Analyzer
@@ -81,7 +84,7 @@ def estimate(func, hw: MachineModel | str | None = None, binding: dict | None = 
     :class:`MachineModel` or a target (default: the current target, else this machine).
     Symbolic extents take their value from ``binding`` ({var or name: value}), else
     ``default_extent``."""
-    machine = hw if isinstance(hw, MachineModel) else machine_model(hw)
+    machine = _machine(hw)
     tree = analyze(seq(*_bodies(func)), machine.vector_bytes, binding, default_extent)
     loop_cycles: dict = {}
     compute = _compute_cycles(tree, machine, loop_cycles)
@@ -98,6 +101,19 @@ def estimate(func, hw: MachineModel | str | None = None, binding: dict | None = 
     cycles = max(compute, transfer)
     return CostEstimate(cycles, cycles / machine.clock_hz, compute, moved, misses, tree,
                         machine, loop_cycles, footprints)
+
+
+def compute_cycles(func, hw: MachineModel | str | None = None, binding: dict | None = None,
+                   default_extent: int = 1024) -> float:
+    """``estimate(...).compute_cycles`` alone, without the memory model: the cycles that
+    ``func``'s instructions issue in (arguments as for :func:`estimate`)."""
+    machine = _machine(hw)
+    tree = analyze(seq(*_bodies(func)), machine.vector_bytes, binding, default_extent)
+    return _compute_cycles(tree, machine, {})
+
+
+def _machine(hw: MachineModel | str | None) -> MachineModel:
+    return hw if isinstance(hw, MachineModel) else machine_model(hw)
 
 
 def _bodies(func) -> list[Stmt]:
@@ -128,8 +144,17 @@ def _compiler_lanes(loop: Loop, m: MachineModel, an: Analyzer) -> float:
     for a in loop.accesses:
         if a.lanes != 1 or stride_of(a.index, loop.var, an) not in (0, 1):
             return 1.0
-    width = min(m.vector_bytes, COMPILER_VECTOR_BYTES)
-    return float(min(loop.trips, max(1, width // widest)))
+    lanes = max(1, min(m.vector_bytes, COMPILER_VECTOR_BYTES) // widest)
+    return float(min(loop.trips, lanes)) if loop.const_trips else float(lanes)
+
+
+def _iterations(trips: float, lanes: float) -> float:
+    """Iterations of a loop of ``trips`` vectorized by ``lanes``: the vector ones, then the
+    scalar epilogue."""
+    if lanes <= 1:
+        return trips
+    vectors = math.floor(trips / lanes)
+    return vectors + (trips - vectors * lanes)
 
 
 def _compute_cycles(loop: Loop, m: MachineModel, out: dict, an: Analyzer | None = None) -> float:
@@ -137,7 +162,7 @@ def _compute_cycles(loop: Loop, m: MachineModel, out: dict, an: Analyzer | None 
     an = an or Analyzer()
     lanes = _compiler_lanes(loop, m, an)
     overhead = 0.0 if loop.kind in ("unrolled", "root", "thread") else m.loop_cycles
-    own = loop.entered * loop.trips * (_issue(loop.work, m) + overhead) / lanes
+    own = loop.entered * _iterations(loop.trips, lanes) * (_issue(loop.work, m) + overhead)
     total = own + sum(_compute_cycles(c, m, out, an) for c in loop.children)
     if loop.kind == "parallel":
         total = total / max(1.0, min(m.cores, loop.trips)) + m.fork_cycles * loop.entered
@@ -216,4 +241,4 @@ def _human(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-__all__ = ["CostEstimate", "estimate"]
+__all__ = ["CostEstimate", "estimate", "compute_cycles"]

@@ -73,6 +73,7 @@ class Loop:
     children: list[Loop] = field(default_factory=list)
     accesses: list[Access] = field(default_factory=list)  # directly in its body
     simple: bool = True  # no branch, call, math function or inner loop in its body
+    const_trips: bool = True  # the extent is a number (not a symbolic run-time extent)
 
     def walk(self):
         """This loop and every loop under it, outermost first."""
@@ -235,7 +236,7 @@ class _Walker:
         lo = self.value(s.min) or 0.0
         self.env[s.loop_var] = int(lo + max(trips - 1, 0) // 2)
         child = Loop(s.loop_var.name, _KINDS.get(s.kind, "serial"), trips, count,
-                     var=s.loop_var)
+                     var=s.loop_var, const_trips=isinstance(s.extent, E.IntImm))
         loop.children.append(child)
         loop.simple = False
         self.stmt(s.body, child, count * trips, 1.0, path + (child,))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kiln.arith import Analyzer, simplify_stmt
-from kiln.cost.tail_choice import auto_splits, choose_tails
+from kiln.cost.tail_choice import choose_tails, has_choices
 from kiln.errors import TVMError
 from kiln.ir.printer import to_text
 from kiln.ir.stmt import IRModule, PrimFunc, Stmt
@@ -34,6 +34,7 @@ from kiln.te.inline import effective_bodies
 from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.te.tensorize import tensorize_stages
+from kiln.tir.dispatch_remainder import dispatch_remainder
 from kiln.tir.inject_virtual_thread import inject_virtual_thread
 from kiln.tir.instrument_bound_checkers import instrument_bound_checkers
 from kiln.tir.loop_partition import loop_partition, partition_const_loop_option
@@ -99,8 +100,9 @@ def _tensorize(st: ScheduleLowering) -> ScheduleLowering:
 
 def _choose_tails(st: ScheduleLowering) -> ScheduleLowering:
     """Each ``split(..., tail="auto")`` given the tail strategy that the cost model predicts
-    fastest, the function lowered once per candidate."""
-    if auto_splits(st.schedule):
+    fastest, and each ``tail="dispatch"`` the widths of its remainder's paths, the function
+    lowered once per candidate."""
+    if has_choices(st.schedule):
         def lower_with() -> Stmt:
             return run_phases(LOWER_PHASES[1:], _schedule_ops(st)).body
 
@@ -194,6 +196,7 @@ LOWER_PHASES: tuple[Phase, ...] = (
     Phase("loops", "loop transformations", (
         _body("inject_virtual_thread", inject_virtual_thread),
         Pass("loop_partition", _loop_partition, on_body=True, module="kiln.tir.loop_partition"),
+        _body("dispatch_remainder", dispatch_remainder),
         _body("simplify", simplify),
         _body("vectorize", vectorize),
         _body("auto_unroll", auto_unroll),

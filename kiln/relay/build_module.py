@@ -23,6 +23,7 @@ from .alter_layout import alter_op_layout
 from .execution_plan import execution_plan
 from .graph import Graph, Module
 from .horizontal_fusion import Kernel, horizontal_fusion, is_enabled
+from .mixed_precision import apply_configured, precision_context
 from .quantize import fake_quantization_to_integer
 from .row_blocks import RowBlocks, row_blocks
 from .strategy import Implementation, select_implementations
@@ -50,10 +51,12 @@ def optimize_and_fuse(mod, params, target: Target) -> tuple[Graph, list[T.Group]
     disabled; CPU targets only: GPU kernels keep the NCHW layout) and fusion (none at
     ``opt_level`` 0), the layout pass sizing its blocks by ``target``'s vectors. Returns the
     optimized graph and its fused groups in run order: one group per kernel ``relay.build``
-    compiles."""
+    compiles. The precision pass (:mod:`.mixed_precision`) runs first under ``target``, when
+    the context names a precision."""
     ctx = PassContext.current()
     g = optimize(mod, params, ctx.opt_level)
     with target:
+        g = apply_configured(g, target)
         if (target.is_cpu and ctx.opt_level >= 3
                 and "AlterOpLayout" not in ctx.disabled_pass):
             g = alter_op_layout(g)
@@ -67,10 +70,15 @@ def _kernel_name(k: int, group: Kernel) -> str:
 
 
 def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "default",
-          verbose: bool = False):
+          verbose: bool = False, precision: str | None = None):
     """Compile ``mod`` (from a frontend) for ``target`` (``"llvm"``, ``"c"``, ``"cuda"``...)
     to a factory module: ``lib["default"](dev)`` gives a graph executor module on ``dev``
-    (``kiln.cpu(0)``, or ``kiln.cuda(0)`` for a GPU target)."""
+    (``kiln.cpu(0)``, or ``kiln.cuda(0)`` for a GPU target). ``precision="bf16"`` computes
+    the convolutions and dense layers in bf16 on CPUs that have it (``"fp32"``: not; None:
+    as the ``PassContext`` says; docs/precision.md)."""
+    if precision is not None:
+        with precision_context(precision):
+            return build(mod, target, target_host, params, mod_name, verbose)
     t0 = time.perf_counter()
     tgt = Target(target if target is not None else "llvm")
     g, groups = optimize_and_fuse(mod, params, tgt)
@@ -117,7 +125,7 @@ def _summary(impls: list[Implementation], sizes, naive, g,
     for k, impl in enumerate(impls):
         outs = ", ".join(f"{list(o.shape)}{' ' + o.layout if o.layout else ''}"
                          for o in impl.group.outputs)
-        tuned = f"  (autotvm: {impl.tuned})" if impl.tuned else ""
+        tuned = f"  ({impl.schedule_name}: {impl.tuned})" if impl.tuned else ""
         if impl.func.name in rows:
             counts = "/".join(str(r) for r, _ in rows[impl.func.name].blocks)
             tuned += f"  (blocks of {counts} rows)"

@@ -83,9 +83,11 @@ Kernel = Group | HorizontalGroup
 
 def is_enabled(ctx: PassContext, target: Target) -> bool:
     """Does ``relay.build`` run the pass: a CPU target at ``opt_level`` 3, not switched off
-    by the config key or ``disabled_pass``."""
+    by the config key or ``disabled_pass``, nor by ``relay.backend.use_auto_scheduler``
+    (auto_scheduler tunes and schedules each fused group as its own kernel)."""
     return (target.is_cpu and ctx.opt_level >= 3 and PASS_NAME not in ctx.disabled_pass
-            and ctx.config.get(CONFIG_KEY, True) is not False)
+            and ctx.config.get(CONFIG_KEY, True) is not False
+            and not ctx.config.get("relay.backend.use_auto_scheduler"))
 
 
 def group_work(group: Group) -> int | None:

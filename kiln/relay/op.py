@@ -12,6 +12,7 @@ import numpy as np
 from kiln import te, topi
 from kiln.ir.expr import PrimExpr
 
+from . import bf16_ops
 from . import quantize_ops as qnn
 
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, OPAQUE = 0, 1, 2, 3, 4, 7
@@ -168,6 +169,9 @@ OPS: dict = {
     "qnn.dequantize": (qnn.dequantize, BROADCAST, qnn.np_dequantize),
     "qnn.conv2d": (qnn.conv2d, OUT_ELEMWISE_FUSABLE, None),
     "qnn.dense": (qnn.dense, OUT_ELEMWISE_FUSABLE, None),
+    # bf16 operators (relay.build(..., precision="bf16"); docs/precision.md)
+    "conv2d_bf16": (bf16_ops.conv2d, OUT_ELEMWISE_FUSABLE, None),
+    "dense_bf16": (bf16_ops.dense, OUT_ELEMWISE_FUSABLE, None),
     # transformer operators (attention, layer norm, GELU, masks)
     "batch_matmul": (lambda ts, a: topi.nn.batch_matmul(ts[0], ts[1], transpose_b=False),
                      OUT_ELEMWISE_FUSABLE, lambda v, a: np.matmul(v[0], v[1])),

@@ -8,6 +8,10 @@ target's ladder that applies.
 
 On a CPU target (``llvm``, ``c``):
 
+0. **auto_scheduler record**: under ``PassContext(config={"relay.backend.use_auto_scheduler":
+   True})`` and inside ``auto_scheduler.ApplyHistoryBest(log)`` that holds a state for the
+   group's computation (its DAG's workload key, as ``auto_scheduler.extract_tasks`` made
+   it): that state replayed (:func:`kiln.auto_scheduler.schedule_from_history`);
 1. **tuned record**: inside an autotvm dispatch context (``autotvm.apply_history_best(log)``,
    ``autotvm.ApplyConfig(cfg)``) that holds a config for the workload of the group's
    tunable anchor (``conv2d_NCHWc``, ``depthwise_conv2d_NCHWc``, ``dense``): the template's
@@ -20,7 +24,9 @@ On a GPU target (``cuda``, ``nvptx``; layouts stay NCHW):
 
 1. **topi.cuda**: the anchor's compute and schedule looked up by TVM's names in
    ``kiln.topi.cuda`` when the group is scheduled (:data:`CUDA_SCHEDULES`,
-   :data:`CUDA_COMPUTES`: ``conv2d_nchw`` + ``schedule_conv2d_nchw``, ``dense`` +
+   :data:`CUDA_COMPUTES`: ``conv2d_nchw_implicit_gemm`` (``conv2d_nchw``, the direct
+   template, where tuning records hold a config for it, :func:`cuda_conv2d_nchw`) +
+   ``schedule_conv2d_nchw``, ``dense`` +
    ``schedule_dense``, ``schedule_depthwise_conv2d_nchw``, ``schedule_pool``, ...;
    ``schedule_injective`` for a group of injective operators). A name topi.cuda does not
    define is replaced by topi.nn's compute and ``schedule_per_thread``. These schedules
@@ -57,13 +63,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kiln import te, topi
+from kiln import autotvm, te, topi
+from kiln.auto_scheduler import schedule_from_history
+from kiln.autotvm.task.dispatcher import has_tuned_config
 from kiln.autotvm.task.relay_integration import schedule_group
 from kiln.driver.lower import schedule_to_primfunc
 from kiln.errors import TVMError
 from kiln.ir.expr import IntImm
 from kiln.ir.stmt import PrimFunc
+from kiln.ir.transform import PassContext
 from kiln.target import Target
+from kiln.topi.cuda import conv2d_gemm
 
 from .graph import Node
 from .op import INJECTIVE, OPS, pattern
@@ -99,11 +109,28 @@ CUDA_SCHEDULES: dict[str, str] = {
     "softmax": "schedule_softmax",
 }
 
-#: relay operator -> ``{keyword of its op.py compute: name of the kiln.topi.cuda compute}``:
-#: the GPU computes that replace topi.nn's (an autotvm template's compute goes with its
-#: schedule)
-CUDA_COMPUTES: dict[str, dict[str, str]] = {
-    "conv2d": {"conv2d_nchw": "conv2d_nchw", "depthwise_conv2d_nchw": "depthwise_conv2d_nchw"},
+def cuda_conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="float32"):
+    """The compute of a plain CUDA convolution in a relay graph: the template tuning records
+    hold a config for (``topi.cuda.conv2d_nchw``, the direct one, first; then
+    ``topi.cuda.conv2d_nchw_implicit_gemm``), else the one whose fallback config is faster
+    at its shape (:func:`kiln.topi.cuda.conv2d_gemm.prefers_implicit_gemm`)."""
+    args = (data, kernel, strides, padding, dilation, out_dtype)
+    workload = autotvm.task.args_to_workload(args)
+    target = Target.current()
+    if has_tuned_config(target, (topi.cuda.conv2d.CONV2D_NCHW, *workload)):
+        return topi.cuda.conv2d_nchw(*args)
+    if has_tuned_config(target, (conv2d_gemm.CONV2D_GEMM, *workload)) or \
+            conv2d_gemm.prefers_implicit_gemm(data, kernel, strides, padding, dilation):
+        return topi.cuda.conv2d_nchw_implicit_gemm(*args)
+    return topi.cuda.conv2d_nchw(*args)
+
+
+#: relay operator -> ``{keyword of its op.py compute: the kiln.topi.cuda compute}`` (its name
+#: in kiln.topi.cuda, or a function choosing among them): the GPU computes that replace
+#: topi.nn's (an autotvm template's compute goes with its schedule)
+CUDA_COMPUTES: dict[str, dict[str, str | ComputeRule]] = {
+    "conv2d": {"conv2d_nchw": cuda_conv2d_nchw,
+               "depthwise_conv2d_nchw": "depthwise_conv2d_nchw"},
     "dense": {"dense_compute": "dense"},
 }
 
@@ -122,8 +149,8 @@ class Rung:
 class Implementation:
     """A fused group's kernel: its compute (``args``: placeholders of the group's external
     ``inputs``, then its output), the schedule chosen for it, that schedule lowered, and the
-    name of the schedule (``tuned`` names the autotvm template and config when a tuned
-    record chose it)."""
+    name of the schedule (``tuned`` names the autotvm template and config, or the
+    auto_scheduler state, when a tuning record chose it)."""
 
     group: Group | HorizontalGroup
     inputs: list[Node]
@@ -176,8 +203,9 @@ def cuda_computes() -> dict[str, ComputeRule]:
     (looked up by name now), topi.nn's elsewhere."""
     out: dict[str, ComputeRule] = {}
     for op_name, names in CUDA_COMPUTES.items():
-        found = {kw: getattr(topi.cuda, name) for kw, name in names.items()
-                 if callable(getattr(topi.cuda, name, None))}
+        found = {kw: getattr(topi.cuda, name, None) if isinstance(name, str) else name
+                 for kw, name in names.items()}
+        found = {kw: compute for kw, compute in found.items() if callable(compute)}
         if found:
             out[op_name] = functools.partial(OPS[op_name][0], **found)
     return out
@@ -207,11 +235,16 @@ def _ladder(group: Group, target: Target) -> list[Rung]:
     def tuned(outs):
         return schedule_group(group, outs, str(target))
 
+    def auto_scheduled(outs):
+        if not PassContext.current().config.get("relay.backend.use_auto_scheduler"):
+            return None
+        return schedule_from_history(outs, str(target))
+
     def untuned(schedule):
         return lambda outs: (schedule(outs), None)
 
     if target.is_cpu:
-        return [Rung("autotvm", tuned),
+        return [Rung("auto_scheduler", auto_scheduled), Rung("autotvm", tuned),
                 Rung("x86", untuned(_static_shapes_only(topi.x86.schedule_auto))),
                 Rung("generic", untuned(topi.generic.schedule_auto))]
     return [Rung("topi.cuda", untuned(cuda_schedule(group)), cuda_computes()),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TVMError
-from ..runtime.device import CPU, CUDA, Device
+from ..runtime.device import CPU, CUDA, EXT_DEV, Device
 from ..runtime.device import device as _local_device
 from ..runtime.module import BenchmarkResult
 from ..runtime.ndarray import NDArray, as_copy_source, check_copy_match, dtype_to_dl
@@ -205,6 +205,10 @@ class RPCSession:
         return RemoteDevice(self, CUDA, dev_id)
 
     gpu = cuda
+
+    def ext_dev(self, dev_id: int = 0) -> RemoteDevice:
+        """The server's accelerator (VTA's simulator on a kiln server)."""
+        return RemoteDevice(self, EXT_DEV, dev_id)
 
     # ---- files ---------------------------------------------------------------------------
     def upload(self, data: str | os.PathLike[str] | bytes | bytearray,

@@ -19,7 +19,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from .convert import convert  # noqa: E402
-from .device import Device, context, cpu, cuda, device, gpu  # noqa: E402
+from .device import Device, context, cpu, cuda, device, ext_dev, gpu  # noqa: E402
 from .module import BenchmarkResult, Module, PackedFunc, load_module  # noqa: E402
 from .ndarray import NDArray, array, empty  # noqa: E402
 from .registry import (  # noqa: E402
@@ -39,6 +39,7 @@ __all__ = [
     "cuda",
     "gpu",
     "device",
+    "ext_dev",
     "context",
     "NDArray",
     "array",

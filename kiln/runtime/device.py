@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Device", "cpu", "cuda", "gpu", "device", "context", "CPU", "CUDA"]
+__all__ = ["Device", "cpu", "cuda", "gpu", "ext_dev", "device", "context", "CPU", "CUDA",
+           "EXT_DEV"]
 
 CPU = 1
 CUDA = 2
+#: an accelerator behind a registered allocator (DLPack's kDLExtDev; VTA's simulator)
+EXT_DEV = 12
 
-_TYPE_NAMES = {CPU: "cpu", CUDA: "cuda"}
+_TYPE_NAMES = {CPU: "cpu", CUDA: "cuda", EXT_DEV: "ext_dev"}
 _NAME_TO_TYPE = {
     "cpu": CPU,
     "llvm": CPU,
@@ -17,6 +20,7 @@ _NAME_TO_TYPE = {
     "cuda": CUDA,
     "gpu": CUDA,
     "nvptx": CUDA,
+    "ext_dev": EXT_DEV,
 }
 
 # device_type -> number of devices found, filled lazily (see _device_count).
@@ -70,9 +74,14 @@ class Device:
     @property
     def exist(self) -> bool:
         """True when the device is usable: always for cpu(0); for CUDA only when a driver
-        with at least ``device_id + 1`` GPUs can be used. Never raises."""
+        with at least ``device_id + 1`` GPUs can be used; for ``ext_dev`` when its
+        allocator is registered (``import vta``). Never raises."""
         if self.device_type == CPU:
             return True
+        if self.device_type == EXT_DEV:
+            from .ndarray import device_allocator
+
+            return device_allocator(EXT_DEV) is not None
         return self.device_id < _device_count(self.device_type)
 
     def sync(self) -> None:
@@ -150,6 +159,12 @@ def cuda(dev_id: int = 0) -> Device:
 
 
 gpu = cuda
+
+
+def ext_dev(dev_id: int = 0) -> Device:
+    """An external accelerator (VTA): its arrays live in the memory of the allocator
+    registered for ``EXT_DEV``."""
+    return Device(EXT_DEV, dev_id)
 
 
 def device(dev_type: str | int | Device, dev_id: int = 0) -> Device:

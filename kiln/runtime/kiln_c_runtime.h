@@ -85,6 +85,15 @@ static inline int64_t kiln_floordiv_i64(int64_t a, int64_t b) {
 static inline int64_t kiln_floormod_i64(int64_t a, int64_t b) {
   int64_t r = a % b; return r + (b & -(int64_t)((r != 0) & ((r ^ b) < 0))); }
 
+/* bfloat16 carried as its bits in a uint16_t (TVM's legalized bf16 storage): float32 ->
+ * bf16 rounds to nearest even (a NaN stays a quiet NaN), bf16 -> float32 is exact. */
+static inline uint16_t kiln_bf16_from_f32(float f) {
+  uint32_t u; memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+static inline float kiln_f32_from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, sizeof f); return f; }
+
 #ifdef KILN_PACKED_CALLS
 /* Calls from compiled code into the functions registered in the Python runtime
  * (tvm.tir.call_packed), defined by a source that makes such calls. When the runtime loads a

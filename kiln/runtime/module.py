@@ -385,7 +385,8 @@ def time_evaluator(func: Callable[..., Any], dev: Device, number: int = 10, repe
 #: archive formats other modules load: format -> the module that registers its loader as
 #: ``runtime.module.loadfile_<format>`` (imported by name when first needed, as TVM finds a
 #: module loader by its global function's name)
-ARCHIVE_LOADERS = {"kiln-cuda-module": "kiln.codegen.cuda_archive"}
+ARCHIVE_LOADERS = {"kiln-cuda-module": "kiln.codegen.cuda_archive",
+                   "kiln-vta-module": "kiln.vta.module_file"}
 
 
 def _archive_loader(fmt: str) -> Callable[..., Any]:

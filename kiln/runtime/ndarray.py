@@ -185,10 +185,12 @@ class NDArray:
             alloc = device_allocator(device.device_type)
             if alloc is None:
                 what = "CUDA" if device.device_type == 2 else f"device type {device.device_type}"
+                hint = ("import vta (kiln.vta) first: its simulator is ext_dev's memory"
+                        if device.device_type == 12 else
+                        "is the backend installed and a device present?")
                 raise TVMError(
                     f"cannot allocate an NDArray on {device}: {what} support is not available "
-                    "(no device allocator is registered; is the backend installed and a "
-                    "device present?)"
+                    f"(no device allocator is registered; {hint})"
                 )
             nbytes = math.prod(self._shape) * self._dtype.itemsize
             self._data = None

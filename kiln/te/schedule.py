@@ -34,6 +34,9 @@ class Split:
     tail: str | None = None
     #: what lowering chose for ``tail="auto"`` (``kiln.cost.tail_choice``)
     auto_choice: str | None = None
+    #: the widths of the remainder's vector paths lowering chose for ``tail="dispatch"``
+    #: (``kiln.cost.dispatch_choice``), widest first
+    dispatch_widths: tuple[int, ...] | None = None
 
     @property
     def strategy(self) -> str | None:
@@ -179,8 +182,8 @@ class Stage:
                      if (likely(((i.outer*32) + i.inner) < 100)) { C[...] = ... } } }
 
         ``tail`` says how the iterations past the extent are handled when the factor does not
-        divide it: "guard", "partition", "shift_inwards", "pad", "predicate" or "auto" (the
-        cost model chooses); ``kiln.te.split_tail`` shows each one's loop nest
+        divide it: "guard", "partition", "shift_inwards", "pad", "predicate", "dispatch" or
+        "auto" (the cost model chooses); ``kiln.te.split_tail`` shows each one's loop nest
         (docs/dynamic.md). None keeps the guard that ``loop_partition`` cuts.
         """
         self._check_compute("split")
@@ -462,13 +465,14 @@ class Stage:
         self.attach_ivar = None
 
     def set_scope(self, scope: str) -> None:
-        """Store this stage's output in memory ``scope`` ('global', 'shared', 'local').
+        """Store this stage's output in memory ``scope`` ('global', 'shared', 'local'), or
+        a tagged scope of an accelerator's memory (TVM's ``rank.tag``: ``local.inp_buffer``).
 
         Before:: allocate B[float32 * 64]
         ``s[B].set_scope("local")``
         After::  // attr [B] storage_scope = "local"   allocate B[float32 * 64]
         """
-        if scope not in ("global", "shared", "local", "warp", ""):
+        if scope.partition(".")[0] not in ("global", "shared", "local", "warp", ""):
             raise ScheduleError(f"set_scope on stage '{self.name}': unknown scope {scope!r}")
         self.scope = scope
 

@@ -36,7 +36,6 @@ from kiln.ir.stmt import (
     Stmt,
     seq,
 )
-from kiln.tir.loop_partition import TAIL_ANNOTATION
 
 from .bound import compute_stages
 from .relations import leaf_values, pass_up, split_factor
@@ -107,10 +106,15 @@ class _Builder:
     # ---- one stage ------------------------------------------------------------------------
     def loop_nest(self, st: Stage) -> Stmt:
         """The stage's loops; with ``tail="shift_inwards"`` splits whose extent may be below
-        their factor, ``if (f <= n) {shifted nest} else {guarded nest}``."""
+        their factor, ``if (f <= n) {shifted nest} else {guarded nest}`` (the guarded nest
+        alone when other stages are computed inside the stage's loops: their regions are
+        inferred for the unshifted tiles)."""
         if st.op not in self.bodies:  # an operation that lowers itself (hybrid, extern, scan)
             return _PlaceStages(self, st).visit(st.op.build_provide(st, self.ranges))
         check_pad_allocated(st, self.arg_tensors)
+        if any(self.attached.get(iv) for iv in st.leaf_iter_vars):
+            # stages computed inside are bounded for the unshifted tiles: keep the guards
+            return self._loop_nest(st, shift_inwards=False)
         conds = []
         for rel in shift_splits(st):
             extent, f = self.ranges[rel.parent].extent, split_factor(rel, self.ranges)
@@ -265,8 +269,8 @@ class _Builder:
 #: default guard, which is outermost, so that a stage without tail strategies is unchanged
 #: (a shift_inwards split's fallback nest, for an extent below its factor, uses it too)
 _GUARD_GROUP = {None: None, "guard": "guard", "shift_inwards": None,
-                "partition": "partition", "predicate": "predicate"}
-_GUARD_GROUPS = (None, "guard", "partition", "predicate")
+                "partition": "partition", "predicate": "predicate", "dispatch": "dispatch"}
+_GUARD_GROUPS = (None, "guard", "partition", "predicate", "dispatch")
 
 
 def make_loop(st: Stage, iv: IterVar, extent: PrimExpr, body: Stmt) -> Stmt:
@@ -279,9 +283,8 @@ def make_loop(st: Stage, iv: IterVar, extent: PrimExpr, body: Stmt) -> Stmt:
         thread = attr.bind_thread
         body = substitute(body, {iv.var: cast(thread.var, iv.var.dtype)})
         return AttrStmt(thread, "thread_extent", extent, body)
-    mark = loop_annotations(st).get(iv)
     loop: Stmt = For(iv.var, 0, extent, kind, body,
-                     annotations=((TAIL_ANNOTATION, mark),) if mark else ())
+                     annotations=loop_annotations(st).get(iv, ()))
     if attr is not None:
         for key, value in reversed(attr.pragmas):
             loop = AttrStmt(iv, "pragma_" + key, value, loop)

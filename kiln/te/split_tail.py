@@ -31,12 +31,27 @@ lowered side by side):
   with no reduction (a reduced element computed twice would be reset and summed again:
   ScheduleError). An extent below the factor has no full tile: a constant one falls back to
   the default guard; a symbolic one gets both nests, ``if (8 <= n) {shifted} else
-  {default}``.
+  {default}``. A stage with other stages computed inside its loops (a ``cache_write``'s
+  local stage at a loop of it) keeps the default guard too: their regions are inferred for
+  the unshifted tiles.
 * ``"pad"``: the stage's buffer is rounded up to whole tiles and the last tile stores into
   the padding with no test; its values are computed at the last element (the axis clamped
   to ``n - 1``), so that nothing past an input's end is read. Only for an intermediate that
   kiln allocates (not an output nor an argument: ScheduleError) and a split of one of the
   operation's data-parallel axes.
+* ``"dispatch"``: partitioned as for ``"predicate"``, and the remainder loop (its extent
+  ``r`` below the factor) is cut into paths of descending widths that dispatch on ``r`` at
+  run time: for a factor of 16 with the widths ``(8, 1)`` the bulk runs 16-wide, then an
+  8-wide path when ``8 <= r``, then a scalar loop (``kiln.tir.dispatch_remainder``)::
+
+      for (i.outer, floordiv(n, 16), ...) {
+        if (8 <= (n - (i.outer*16))) { vectorized (i.inner.l8, 0, 8) { ... } }
+        for (i.inner, floordiv(...)*8, ...) { ... } }
+
+  ``kiln.cost.dispatch_choice`` keeps a width only where the cost model predicts that it
+  pays (``Split.dispatch_widths``; with none kept, the scalar loop alone, as
+  ``"predicate"``). For a data-parallel axis; a split by ``nparts`` or a symbolic factor,
+  or whose inner loop is split or fused again, gets the scalar loop alone.
 * ``"auto"``: ``kiln.cost.tail_choice`` lowers the candidates and keeps the one the cost model
   predicts fastest.
 
@@ -48,13 +63,16 @@ of the padding) store more.
 from __future__ import annotations
 
 from kiln.errors import ScheduleError
-from kiln.ir.expr import IterVar, PrimExpr, Range
+from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range
 from kiln.ir.op import emin, floordiv
+from kiln.tir.dispatch_remainder import DISPATCH_ANNOTATION
+from kiln.tir.loop_partition import TAIL_ANNOTATION
 
 from .schedule import Fuse, Split, Stage
 from .tensor import ComputeOp
 
-TAIL_STRATEGIES = ("guard", "partition", "predicate", "shift_inwards", "pad", "auto")
+TAIL_STRATEGIES = ("guard", "partition", "predicate", "shift_inwards", "pad", "dispatch",
+                   "auto")
 
 
 def check_tail(stage: Stage, parent: IterVar, tail: str) -> None:
@@ -71,6 +89,11 @@ def check_tail(stage: Stage, parent: IterVar, tail: str) -> None:
                 f"overlap twice, which is legal only for a pure te.compute without reduction "
                 f"('{stage.name}' reduces into its output); use tail='partition' or "
                 f"'predicate'")
+    if tail == "dispatch" and parent.iter_type == IterVar.CommReduce:
+        raise ScheduleError(
+            f"{where}: tail='dispatch' runs the remainder as vector paths, which needs a "
+            f"data-parallel axis ('{parent.var.name}' is a reduction axis); use "
+            f"tail='predicate' or 'partition'")
     if tail == "pad":
         if stage.is_output:
             raise ScheduleError(
@@ -136,16 +159,17 @@ def _leaves_below(stage: Stage, iv: IterVar) -> list[IterVar]:
 
 #: the loop annotation of a split's outer and inner leaves, per strategy
 _OUTER_INNER = {"guard": ("guard", "guard"), "partition": ("partition", None),
-                "predicate": ("partition", "remainder")}
+                "predicate": ("partition", "remainder"), "dispatch": ("partition", "remainder")}
 
 
-def loop_annotations(stage: Stage) -> dict[IterVar, str]:
-    """For each leaf loop of a split with an explicit guard, partition or predicate tail,
-    what ``loop_partition`` does with it (its ``For`` annotation
-    ``kiln.tir.loop_partition.TAIL_ANNOTATION``): "guard" (never cut), "partition" (always cut),
-    "remainder" (in the tail, the guard becomes the loop's bound). The outermost split
-    claims a leaf first."""
-    out: dict[IterVar, str] = {}
+def loop_annotations(stage: Stage) -> dict[IterVar, tuple[tuple[str, object], ...]]:
+    """The ``For`` annotations of each leaf loop of a split with an explicit guard,
+    partition, predicate or dispatch tail. ``TAIL_ANNOTATION`` says what ``loop_partition``
+    does with the loop: "guard" (never cut), "partition" (always cut), "remainder" (in the
+    tail, the guard becomes the loop's bound); the outermost split claims a leaf first. The
+    inner leaf of a dispatch split also gets ``DISPATCH_ANNOTATION``: the factor, then the
+    widths of its remainder's paths (``dispatch_paths``)."""
+    out: dict[IterVar, tuple[tuple[str, object], ...]] = {}
     for rel in _splits(stage):
         outer_inner = _OUTER_INNER.get(rel.strategy)
         if outer_inner is None:
@@ -153,8 +177,30 @@ def loop_annotations(stage: Stage) -> dict[IterVar, str]:
         for side, mark in zip((rel.outer, rel.inner), outer_inner, strict=True):
             if mark is not None:
                 for leaf in _leaves_below(stage, side):
-                    out.setdefault(leaf, mark)
+                    out.setdefault(leaf, ((TAIL_ANNOTATION, mark),))
+        paths = dispatch_paths(rel)
+        if paths and out.get(rel.inner) == ((TAIL_ANNOTATION, "remainder"),):
+            out[rel.inner] += ((DISPATCH_ANNOTATION, paths),)
     return out
+
+
+def dispatch_factor(rel: Split) -> int | None:
+    """The constant factor of a dispatch split, whose divisors its paths may take (None for
+    another strategy, an ``nparts`` split or a symbolic factor)."""
+    if rel.strategy != "dispatch" or not isinstance(rel.factor, IntImm):
+        return None
+    return int(rel.factor.value)
+
+
+def dispatch_paths(rel: Split) -> tuple[int, ...] | None:
+    """``(factor, w_1, ..., 1)``: the full tile's width, then the widths of the remainder's
+    paths that the cost model chose (``Split.dispatch_widths``); None where there is
+    nothing to dispatch (no dispatch factor, or only the scalar path)."""
+    factor = dispatch_factor(rel)
+    widths = tuple(w for w in (rel.dispatch_widths or ()) if 1 < w < (factor or 0))
+    if factor is None or not widths:
+        return None
+    return (factor, *widths, 1)
 
 
 def guard_group(stage: Stage, iv: IterVar) -> str | None:
@@ -197,5 +243,6 @@ def pad_axes(stage: Stage) -> list[IterVar]:
 
 __all__ = ["TAIL_STRATEGIES", "check_tail", "legal_tails",
            "check_pad_allocated",
-           "governing_split", "loop_annotations", "guard_group", "shift_splits",
+           "governing_split", "loop_annotations", "dispatch_factor", "dispatch_paths",
+           "guard_group", "shift_splits",
            "shifted_base", "padded_extent", "padded_ranges", "pad_axes"]

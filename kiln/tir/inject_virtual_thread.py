@@ -19,6 +19,10 @@ does what TVM's ``InjectVirtualThread`` does instead:
   ``vx * size``; untouched allocations are shared (for ``cthread``, which may not share,
   every allocation under it is private); an allocation whose size depends on ``vx`` (symbolic
   shapes) is not grown: the loop over ``vx`` goes around it, as in TVM;
+* **co-processor operations** — under ``cthread``, a ``pragma_*`` loop nest (an
+  accelerator's DMA copy or ALU operation, kiln.vta) is repeated whole per virtual thread
+  rather than interleaved inside, as TVM does for its ``coproc_scope``; a
+  ``tvm_access_ptr`` into a private buffer is offset like its loads and stores;
 * **interleaving** — each remaining statement that touches ``vx`` is repeated for
   ``vx = 0 .. n-1`` (substituted, so the copies sit side by side for instruction-level
   parallelism), or, for more than ``MAX_UNROLL`` virtual threads, a symbolic count, or a
@@ -35,6 +39,7 @@ from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
 from kiln.ir.functor import Mutator, Visitor, collect_vars, rebuild, substitute
+from kiln.ir.stmt import ACCESS_PTR
 
 from .thread_binding import is_thread_attr, is_virtual_tag, thread_tag
 
@@ -135,14 +140,15 @@ class _TouchedPass(Visitor):
 # ---- injection -----------------------------------------------------------------------------
 def _inject(body: S.Stmt, vx: E.Var, extent: E.PrimExpr, share: bool) -> S.Stmt:
     touched = touched_vars(body, vx, share)
-    return _Injector(vx, extent, touched).inject(body)
+    return _Injector(vx, extent, touched, share).inject(body)
 
 
 class _Injector:
-    def __init__(self, vx: E.Var, extent: E.PrimExpr, touched: set[E.Var]):
+    def __init__(self, vx: E.Var, extent: E.PrimExpr, touched: set[E.Var], share: bool):
         self.vx = vx
         self.extent = extent
         self.touched = touched
+        self.share = share
 
     def _touches(self, node) -> bool:
         return node is not None and not collect_vars(node).isdisjoint(self.touched)
@@ -153,6 +159,8 @@ class _Injector:
             return s
         if isinstance(s, S.SeqStmt):
             return S.seq(*(self.inject(c) for c in s.seq))
+        if isinstance(s, S.AttrStmt) and s.attr_key.startswith("pragma_") and not self.share:
+            return self._interleave(s)  # a co-processor operation: one whole copy per cthread
         if isinstance(s, S.For) and not self._touches((s.min, s.extent)):
             return rebuild(s, body=self.inject(s.body))
         if isinstance(s, S.AttrStmt) and not self._touches(s.value):
@@ -225,6 +233,15 @@ class _OffsetAccesses(Mutator):
 
     def visit_Store(self, s: S.Store):
         return self._access(s, index=s.index, value=s.value, predicate=s.predicate)
+
+    def visit_Call(self, e: E.Call):
+        """``tvm_access_ptr(t, buffer, offset, extent, mask)`` (a tensor intrinsic's operand)
+        points into the thread's copy, as in TVM."""
+        if e.op == ACCESS_PTR and e.args[1] is self.buffer:
+            annotation, data, offset, extent, mask = e.args
+            return rebuild(e, args=(annotation, data, self.visit(offset) + self.offset,
+                                    self.visit(extent), mask))
+        return self.generic_visit(e)
 
     def visit_Var(self, v: E.Var):
         if v is self.buffer:

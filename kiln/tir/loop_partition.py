@@ -162,10 +162,10 @@ class _Partition(Mutator):
         return seq(self.visit(fast), self.visit(tail))
 
     def _remainder(self, node: For, cuts) -> Stmt | None:
-        """``node`` bounded at the smallest cut, its guards dropped (a vectorized loop
-        becomes the scalar remainder loop), when each guard holds exactly below its cut (no
-        loop inside ``node`` in its condition) and nothing but the guarded statements
-        writes memory from outside the loop; else None."""
+        """``node`` bounded at the cut of its guards, the guards dropped (a vectorized loop
+        becomes the scalar remainder loop), when every guard holds exactly below the same
+        cut (no loop inside ``node`` in its condition) and nothing but the guarded
+        statements writes memory from outside the loop; else None."""
         guards = [g for g, _, _ in cuts]
         found: list = []
         _guards(node.body, {}, found)
@@ -176,8 +176,8 @@ class _Partition(Mutator):
         if not _writes_only_inside(node.body, guards):
             return None
         p = cuts[0][1]
-        for _, q, _ in cuts[1:]:
-            p = emin(p, q)
+        if any(not _is_zero(self.an.simplify(q - p)) for _, q, _ in cuts[1:]):
+            return None  # statements bounded differently (virtual threads) keep their guards
         body = _DropGuards(guards).visit(node.body)
         kind = ForKind.SERIAL if node.kind == ForKind.VECTORIZED else node.kind
         return rebuild(node, extent=self._clamp(p, node.extent), kind=kind,
@@ -205,6 +205,10 @@ class _Partition(Mutator):
                 continue
             cuts.append((guard, p, clamped))
         return cuts
+
+
+def _is_zero(e: E.PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
 
 
 def _writes_only_inside(body: Stmt, guards: list[IfThenElse]) -> bool:

@@ -9,8 +9,13 @@ import pytest
 
 import kiln
 from kiln import auto_scheduler
-from kiln.auto_scheduler.annotation import factorizations, mutate, sample_candidate
-from kiln.auto_scheduler.loop_state import State
+from kiln.auto_scheduler.annotation import (
+    candidate_of,
+    factorizations,
+    mutate,
+    sample_candidate,
+)
+from kiln.auto_scheduler.loop_state import AnnotationStep, State
 from kiln.auto_scheduler.sketch import generate_sketches
 
 from . import workloads  # noqa: F401 - registers the workloads
@@ -19,6 +24,8 @@ from .workloads import reference
 GEMM = ("as_test_matmul", (64, 64, 64, "float32"))
 GEMM_ADD = ("as_test_matmul_add", (64, 64, 64, "float32"))
 CONV = ("as_test_conv2d", (1, 16, 14, 14, 16, 3, 1))
+VECTOR_SUM = ("as_test_vector_sum", (4096,))
+ROW_MAX = ("as_test_row_max", (4, 32, 48))
 
 
 def _task(workload) -> auto_scheduler.SearchTask:
@@ -51,6 +58,34 @@ def test_sketch_rules():
     conv = [str(s) for s in generate_sketches(_task(CONV).compute_dag)]
     assert conv[0] == "conv: multi-level tiling SSRSRS; pad: inline"
     assert len(conv) == 2
+
+
+def test_rfactor_rule_for_reductions_with_little_parallelism():
+    """A long vector's sum (one output, 4096 elements reduced) and a max over 32x48 of 4
+    rows get two rfactor sketches beside the plain one; the steps of the inner one on the
+    two reduction loops: fuse, split, rfactor over the inner part, vectorize it."""
+    for workload in (VECTOR_SUM, ROW_MAX):
+        rules = [str(s) for s in generate_sketches(_task(workload).compute_dag)]
+        assert rules == ["C: skip", "C: rfactor inner", "C: rfactor outer"]
+    inner = generate_sketches(_task(ROW_MAX).compute_dag)[1]
+    kinds = [(type(step).__name__, step.stage) for step in inner.steps]
+    assert kinds[:4] == [("FuseStep", "C"), ("SplitStep", "C"), ("RfactorStep", "C"),
+                         ("ReorderStep", "C.rf")]
+    assert inner.steps[2].iter == "y@x@.1"
+    assert AnnotationStep("C.rf", "y@x@.1", "vectorize") in inner.steps
+    # plenty of outputs for the reduced elements: no rfactor (GEMM 64: 4096 outputs of 64)
+    assert not any("rfactor" in str(s) for s in generate_sketches(_task(GEMM).compute_dag))
+
+
+@pytest.mark.parametrize("workload", [VECTOR_SUM, ROW_MAX], ids=lambda w: w[0])
+def test_rfactor_states_are_correct(workload):
+    """Random annotations of each rfactor sketch build and match numpy."""
+    task = _task(workload)
+    sketches = generate_sketches(task.compute_dag)
+    rng, nrng = random.Random(4), np.random.default_rng(0)
+    for k in (1, 2):
+        c = sample_candidate([sketches[k]], rng)
+        _check(task, c.state(sketches[k]), workload[0], nrng)
 
 
 def test_factorizations_divide_and_bound_the_innermost():
@@ -90,6 +125,19 @@ def test_state_json_round_trip():
     assert kiln.lower(*task.compute_dag.apply_steps_from_state(again)) is not None
 
 
+def test_a_logged_state_maps_back_to_its_candidate():
+    """Resuming a search from a log needs the candidate of each logged state."""
+    for workload in (GEMM, CONV, ROW_MAX):
+        sketches = generate_sketches(_task(workload).compute_dag)
+        rng = random.Random(5)
+        for _ in range(4):
+            c = sample_candidate(sketches, rng)
+            logged = State.from_json(c.state(sketches[c.sketch]).to_json())
+            assert candidate_of(sketches, logged).key() == c.key()
+    gemm = generate_sketches(_task(GEMM).compute_dag)
+    assert candidate_of(gemm, State([])) is None
+
+
 def test_evolutionary_search_keeps_the_best_scored():
     task = _task(GEMM)
     policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(0),
@@ -113,6 +161,7 @@ def test_xgb_model_learns_from_measurements():
     rng = random.Random(2)
     states = [c.state(sketches[c.sketch])
               for c in (sample_candidate(sketches, rng) for _ in range(6))]
+    pytest.importorskip("xgboost")
     model = auto_scheduler.XGBModel(min_train=4)
     assert all(np.isfinite(model.predict(task, states[:2])))  # the analytic fallback
     inputs = [auto_scheduler.MeasureInput(task, s) for s in states]

@@ -1,4 +1,5 @@
-"""Small workloads of the auto_scheduler tests: GEMM 64, GEMM + bias, a 1x16x14x14 conv."""
+"""Small workloads of the auto_scheduler tests: GEMM 64, GEMM + bias, a 1x16x14x14 conv,
+the sum of a long vector and the max over two axes of a few rows (rfactor's)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,27 @@ def as_test_conv2d(N, C, H, W, CO, K, pad):
     return [data, kernel, conv]
 
 
+@auto_scheduler.register_workload
+def as_test_vector_sum(n):
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    return [A, te.compute((1,), lambda i: te.sum(A[k], axis=k), name="C")]
+
+
+@auto_scheduler.register_workload
+def as_test_row_max(m, h, w):
+    A = te.placeholder((m, h, w), name="A")
+    y = te.reduce_axis((0, h), name="y")
+    x = te.reduce_axis((0, w), name="x")
+    return [A, te.compute((m,), lambda i: te.max(A[i, y, x], axis=[y, x]), name="C")]
+
+
 def reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
     """numpy's result of a workload above."""
+    if name == "as_test_vector_sum":
+        return inputs[0].sum(keepdims=True)
+    if name == "as_test_row_max":
+        return inputs[0].max(axis=(1, 2))
     if name == "as_test_matmul":
         return inputs[0] @ inputs[1]
     if name == "as_test_matmul_add":

@@ -1,8 +1,8 @@
 """Classic TVM's tutorial "Use Tensorize to Leverage Hardware Intrinsics", ported: a GEMV
-micro-kernel in C linked into the module (``pragma import_c``, TVM's ``import_llvm`` of the
-same C), the GEMM's inner loops replaced by a call of it, then the reduction split across the
-tensorized region with ``gemv_reset``/``gemv_update``; every result against numpy, and the
-lowered programs as the tutorial prints them.
+micro-kernel in C linked into the module (``pragma import_c``; and, as the tutorial does, as
+LLVM IR with ``pragma import_llvm``), the GEMM's inner loops replaced by a call of it, then
+the reduction split across the tensorized region with ``gemv_reset``/``gemv_update``; every
+result against numpy, and the lowered programs as the tutorial prints them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,42 @@ int gemv_reset(float *cc, int m) {
     cc[i] = 0.0;
   }
   return 0;
+}
+"""
+
+
+#: the tutorial's ``gemv_update`` in LLVM IR (it has clang write it from the C above)
+GEMV_UPDATE_LL = """
+define i32 @gemv_update(float* %cc, float* %aa, float* %bb, i32 %m, i32 %l, i32 %stride) {
+entry:
+  %m_pos = icmp sgt i32 %m, 0
+  br i1 %m_pos, label %rows, label %done
+rows:
+  %i = phi i32 [ 0, %entry ], [ %i.next, %row_end ]
+  %c.ptr = getelementptr float, float* %cc, i32 %i
+  %row = mul i32 %i, %stride
+  %l_pos = icmp sgt i32 %l, 0
+  br i1 %l_pos, label %cols, label %row_end
+cols:
+  %j = phi i32 [ 0, %rows ], [ %j.next, %cols ]
+  %a.ptr = getelementptr float, float* %aa, i32 %j
+  %a = load float, float* %a.ptr
+  %b.idx = add i32 %row, %j
+  %b.ptr = getelementptr float, float* %bb, i32 %b.idx
+  %b = load float, float* %b.ptr
+  %prod = fmul float %a, %b
+  %c = load float, float* %c.ptr
+  %sum = fadd float %c, %prod
+  store float %sum, float* %c.ptr
+  %j.next = add i32 %j, 1
+  %j.more = icmp slt i32 %j.next, %l
+  br i1 %j.more, label %cols, label %row_end
+row_end:
+  %i.next = add i32 %i, 1
+  %i.more = icmp slt i32 %i.next, %m
+  br i1 %i.more, label %rows, label %done
+done:
+  ret i32 0
 }
 """
 
@@ -124,6 +160,43 @@ produce C {
     s[C].pragma(x, "import_c", GEMV_UPDATE)
     func = tvm.build(s, [A, B, C], target="llvm", name="gemv")
     _check(func, A, B, C)
+
+
+def test_tensorize_gemv_with_llvm_ir():
+    """The tutorial links its micro-kernel as LLVM IR (``pragma import_llvm``): llc compiles
+    it into the module's C, with a prototype for the extern call."""
+    from kiln.codegen import import_llvm
+
+    try:
+        import_llvm._llc()
+    except tvm.CompileError as e:
+        pytest.skip(str(e))
+    A, B, C = gemm()
+    s = te.create_schedule(C.op)
+    x, y = C.op.axis
+    yo, yi = s[C].split(y, factor=FACTOR)
+    s[C].reorder(x, yo, yi, C.op.reduce_axis[0])
+    s[C].tensorize(yi, intrin_gemv(FACTOR, L))
+    s[C].pragma(x, "import_llvm", GEMV_UPDATE_LL)
+    func = tvm.build(s, [A, B, C], target="llvm", name="gemv")
+    assert "int32_t gemv_update(void*, void*, void*, int32_t, int32_t, int32_t);" in \
+        func.get_source()
+    _check(func, A, B, C)
+
+
+def test_import_llvm_errors_are_compile_errors():
+    from kiln.codegen import import_llvm
+
+    with pytest.raises(tvm.CompileError, match="no C type"):
+        import_llvm.prototypes("define <4 x float> @f(i32 %x) {\n}")
+    with pytest.raises(tvm.CompileError, match="defines no function"):
+        import_llvm.prototypes("declare i32 @g(i32)")
+    try:
+        import_llvm._llc()
+    except tvm.CompileError:
+        return
+    with pytest.raises(tvm.CompileError, match="llc rejected the IR"):
+        import_llvm.llvm_ir_to_c("define i32 @h( {")
 
 
 def test_tensorize_for_the_reduction():

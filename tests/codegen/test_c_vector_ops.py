@@ -53,3 +53,23 @@ def test_vector_max_keeps_scalar_nan_semantics():
     c = kiln.nd.empty((n,))
     mod(kiln.nd.array(a), kiln.nd.array(b), c)
     np.testing.assert_array_equal(c.numpy(), np.where(a > b, a, b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64"])
+def test_vector_cast_to_bool_is_not_zero(dtype):
+    """A vector cast to bool is ``x != 0`` lane by lane, as the scalar cast: 0.5 is true
+    (a vector conversion truncated it to 0; found by the ONNX importer fuzz, a Cast to BOOL
+    after a Relu)."""
+    n = 64
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    B = te.compute((n,), lambda i: A[i].astype("bool"), name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor=16)
+    s[B].vectorize(xi)
+    mod = kiln.build(s, [A, B])
+    assert "__builtin_convertvector" in _c_body(mod)
+    a = np.linspace(-3, 3, n).astype(dtype)
+    a[::7] = 0
+    b = kiln.nd.empty((n,), "bool")
+    mod(kiln.nd.array(a), b)
+    np.testing.assert_array_equal(b.numpy(), a != 0)

@@ -149,3 +149,15 @@ def test_cli_names_the_operators_on_a_mistake(capsys):
 
     assert main(["report", "assignment", "--operator", "conv3d"]) == 2
     assert "unknown operator(s) conv3d" in capsys.readouterr().err
+
+
+def test_fpga_part_runs_on_the_vta_simulator(tmp_path):
+    """The FPGA part: every step of examples/assignment/conv1d_fpga.py bit-exact on the
+    simulator, with cycles that fall from the baseline on."""
+    path = assignment_report(tmp_path, operators=["conv1d_fpga"], trials=0,
+                             sizes={"conv1d_fpga": (64, 8)})
+    text = path.read_text()
+    assert "## 1-D convolution on the FPGA (VTA simulator)" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and ". " in line]
+    assert [r.split(" | ")[1] for r in rows] == ["ok"] * 4, rows
+    assert "| 0. baseline | ok |" in text and "1.00x" in text

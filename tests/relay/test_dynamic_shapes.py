@@ -61,7 +61,7 @@ def test_group_mixing_rows_gets_a_symbolic_kernel():
         [helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=0)], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     lib = _build(m)
     assert not any("rows" in st for st in lib.plan["steps"])
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
@@ -114,7 +114,7 @@ def test_operator_without_symbolic_support_names_op_and_dim():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
         [onnx.numpy_helper.from_array(np.array([-1, 2], np.int64), "s")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     with pytest.raises(NotImplementedError, match=r"Reshape .*symbolic dimension n \(axis 0"):
         relay.frontend.from_onnx(m)
     mod, _ = relay.frontend.from_onnx(m, shape={"x": (3, 4)})  # a value for it compiles
@@ -142,3 +142,13 @@ def test_eval_dim():
     assert eval_dim("max(batch, floormod(seq, 4))", env) == 6
     with pytest.raises(kiln.TVMError, match="cannot evaluate"):
         eval_dim("__import__('os')", env)
+
+
+def test_attention_block_with_symbolic_operands():
+    """Both products of attention (``q k^T``, ``softmax(...) v``) have the symbolic sequence
+    length in their operands; one build runs every length."""
+    m = testing.attention_block(seq="seq", d=8)
+    lib = _build(m)
+    assert "matmul" in lib.summary and "softmax" in lib.summary
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    _check(gm, m, "x", [(1, 8), (7, 8), (70, 8)])

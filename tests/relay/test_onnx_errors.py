@@ -198,3 +198,16 @@ def test_what_the_importer_fuzz_found(model, message):
     # first and failed inside numpy on the second
     with pytest.raises(OnnxImportError, match=message):
         relay.frontend.from_onnx(model)
+
+
+@pytest.mark.parametrize("to", [TensorProto.STRING, TensorProto.FLOAT8E4M3FN])
+def test_cast_to_a_type_kiln_has_not(to):
+    # the second fuzz run of seed 2 (mutant 1550): onnxruntime casts to strings; kiln failed
+    # with a ValueError from its dtype parser
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], name="to_text", to=to)], "g",
+                          [_io("x", [2])], [helper.make_tensor_value_info("y", to, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    name = TensorProto.DataType.Name(to)
+    with pytest.raises(NotImplementedError, match=rf"node 'to_text' \(Cast.*Cast to {name}: "
+                                                  r"kiln does not compile"):
+        relay.frontend.from_onnx(m)

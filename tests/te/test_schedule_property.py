@@ -3,7 +3,9 @@
 Hypothesis draws a computation (elementwise, broadcast, reduction, padding stencil, a two-stage
 pipeline) over constant or symbolic shapes (``te.var`` n and m, bound when the kernel runs),
 then a random sequence of legal primitives on its stages, builds it and compares with a numpy
-reference. Every build must also finish within ``BUILD_BUDGET_S`` (issue 19: a kernel over
+reference; over symbolic shapes, one build is also run at every n in ``EDGE_SIZES`` (0, 1,
+f-1, f, f+1 and a large n for every split factor f drawn, each split with a random tail
+strategy). Every build must also finish within ``BUILD_BUDGET_S`` (issue 19: a kernel over
 symbolic shapes builds in well under a second; the budget is generous so that a busy machine
 does not fail it, but a pass that multiplies code fails it by far). The examples are the same
 on every run (derandomized); their number is the Hypothesis profile's (tests/conftest.py;
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 import kiln
 from kiln import te
 from kiln.arith import evaluate
+from kiln.ir.transform import PassContext
 from kiln.te.split_tail import legal_tails
 
 #: seconds any drawn schedule may take to build (lowering, target passes, C compiler)
@@ -239,6 +242,37 @@ def _shape(t, sizes: dict) -> list[int]:
     return [int(evaluate(d, sizes)) for d in t.shape]
 
 
+#: the extents a kernel over a symbolic n runs at: every factor the fuzzer draws (1-9) gets
+#: n in {0, 1, f-1, f, f+1, large} (issue 19)
+EDGE_SIZES = [*range(11), 97]
+
+
+@st.composite
+def symbolic_case(draw):
+    """A computation over symbolic n and m under a random legal schedule, then a split of a
+    free output loop (no stage attached at it) with a random tail strategy; the widths its
+    dispatch splits take (None: the cost model's) and the value of m it runs at."""
+    kind = draw(st.sampled_from(KINDS))
+    nv, mv = te.var("n"), te.var("m")
+    inputs, out, inter, ref = kind(nv, mv)
+    log = [f"{kind.__name__}(n, m)"]
+    s = te.create_schedule(out.op)
+    apply_random_schedule(draw, s, out, inter, log)
+    attached = {stage.attach_ivar for stage in s.stages}
+    free = [iv for iv in _free(s[out]) if iv not in attached]
+    if free:
+        iv, f = draw(st.sampled_from(free)), draw(st.integers(1, 9))
+        legal = legal_tails(s[out], iv)  # dispatch first: Hypothesis draws it most
+        tail = draw(st.sampled_from(sorted([None, "auto", *legal],
+                                           key=lambda x: x != "dispatch")))
+        s[out].split(iv, factor=f, tail=tail)
+        log.append(f"split({iv.var.name}, {f}, tail={tail!r})")
+    widths = draw(st.sampled_from([(8, 4, 2), (4, 2), (3,), (2,), (), None]))
+    if widths is not None:
+        log.append(f"dispatch widths {widths}")
+    return "; ".join(log), s, inputs, out, ref, nv, mv, draw(st.integers(3, 9)), widths
+
+
 @pytest.mark.slow
 @_fuzz_seeded
 @settings(derandomize=True)
@@ -257,6 +291,29 @@ def test_random_schedule_matches_numpy(case):
     mod(*[kiln.nd.array(a) for a in arrays], result)
     np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4,
                                err_msg=f"{name}\n{kiln.lower(s, inputs + [out])}")
+
+
+@pytest.mark.slow
+@_fuzz_seeded
+@settings(derandomize=True)
+@given(symbolic_case())
+def test_one_build_is_correct_for_every_extent(case):
+    """Built once for a symbolic n, correct at every n of ``EDGE_SIZES``."""
+    name, s, inputs, out, ref, nv, mv, m, widths = case
+    start = time.perf_counter()
+    fixed = {} if widths is None else {"tir.DispatchRemainder": {"widths": widths}}
+    with PassContext(config=fixed):
+        mod = kiln.build(s, inputs + [out])
+    took = time.perf_counter() - start
+    assert took < BUILD_BUDGET_S, f"{name}: the build took {took:.1f} s"
+    rng = np.random.default_rng(0)
+    for n in EDGE_SIZES:
+        sizes = {nv: n, mv: m}
+        arrays = [rng.standard_normal(_shape(t, sizes)).astype("float32") for t in inputs]
+        result = kiln.nd.empty(_shape(out, sizes), "float32")
+        mod(*[kiln.nd.array(a) for a in arrays], result)
+        np.testing.assert_allclose(result.numpy(), ref(*arrays), rtol=1e-4, atol=1e-4,
+                                   err_msg=f"{name}, n={n}, m={m}")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)

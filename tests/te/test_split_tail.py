@@ -15,7 +15,10 @@ from kiln.errors import ScheduleError
 from kiln.ir.transform import PassContext
 from kiln.te.split_tail import legal_tails
 
-STRATEGIES = ["guard", "partition", "predicate", "shift_inwards", "pad"]
+from ..codegen import cuda_emulator
+from ..codegen.cuda_workloads import build_cuda, run_on_gpu
+
+STRATEGIES = ["guard", "partition", "predicate", "shift_inwards", "pad", "dispatch"]
 
 
 def _sizes(f: int) -> list[int]:
@@ -108,6 +111,82 @@ def test_pad_rounds_the_intermediate_up_and_stores_without_test():
     assert "likely" not in produce_t
 
 
+def _widths(widths: tuple[int, ...]) -> PassContext:
+    """Dispatch splits take ``widths`` instead of the cost model's choice."""
+    return PassContext(config={"tir.DispatchRemainder": {"widths": widths}})
+
+
+def test_dispatch_runs_16_wide_then_an_8_wide_path_then_a_scalar_tail():
+    with _widths((8,)):
+        text = _text(*vector_add("dispatch", 16, vectorize=True))
+    assert "B[ramp((i.outer*16), 1, 16)]" in text
+    assert "if ((8 <= (n - (i.outer*16))))" in text and "B[ramp((i.outer*16), 1, 8)]" in text
+    assert "for (i.inner, ((floordiv(n, 8)*8) - (i.outer*16)), floormod(n, 8))" in text
+    assert "likely" not in text
+
+
+@pytest.mark.parametrize("widths", [(8,), (4, 2), (8, 4, 2), (2,)])
+def test_dispatch_paths_correct_for_every_remainder(widths):
+    s, args = vector_add("dispatch", 16, vectorize=True)
+    with _widths(widths):
+        _check(s, args, sorted({*_sizes(16), *range(2, 16), 3 * 16 + 13}))
+
+
+def test_dispatch_on_a_reduction_stage_and_an_inner_axis():
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, k] * A[k % n, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    io, ii = s[C].split(C.op.axis[0], factor=8, tail="dispatch")
+    jo, ji = s[C].split(C.op.axis[1], factor=8, tail="dispatch")
+    s[C].reorder(io, jo, k, ii, ji)
+    s[C].vectorize(ji)
+    with _widths((4,)):
+        f = kiln.build(s, [A, C])
+    for rows in (0, 1, 7, 8, 9, 21):
+        cols = max(rows, 1)
+        a = np.random.rand(rows, cols).astype("float32")
+        c = kiln.nd.array(np.zeros((rows, cols), "float32"))
+        f(kiln.nd.array(a), c)
+        ref = a @ a[np.arange(cols) % max(rows, 1)] if rows else np.zeros((0, cols))
+        np.testing.assert_allclose(c.numpy(), ref, rtol=1e-5)
+
+
+def _gpu_dispatch():
+    """``B = A*2 + 1`` over a symbolic n on a GPU: blocks of 64 threads, each thread a tile
+    of 16 split with ``tail="dispatch"`` (its remainder in 8- and 4-wide paths)."""
+    s, args = vector_add("dispatch", 16, vectorize=False)
+    B = args[-1]
+    outer = s[B].leaf_iter_vars[0]
+    bx, tx = s[B].split(outer, factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, args
+
+
+@pytest.mark.skipif(not cuda_emulator.available(), reason="g++ is needed to emulate kernels")
+def test_dispatch_in_a_cuda_kernel_on_the_emulator():
+    s, args = _gpu_dispatch()
+    with _widths((8, 4)):
+        mod = build_cuda(s, args)
+    assert "i_inner_l8" in mod.imported_modules[0].get_source()
+    for n in (1, 15, 16, 17, 16 * 64 + 13):
+        a = np.random.rand(n).astype("float32")
+        b = np.zeros(n, "float32")
+        cuda_emulator.Emulated(mod)(a, b)
+        np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_dispatch_in_a_cuda_kernel_on_a_gpu():
+    s, args = _gpu_dispatch()
+    a = np.random.rand(16 * 64 + 13).astype("float32")
+    with _widths((8, 4)):
+        _, b = run_on_gpu(s, args, [a, np.zeros_like(a)])
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
 def test_default_split_is_unchanged_by_the_option():
     assert _text(*vector_add(None, 8, True)) == _text(*_default_vector_add())
 
@@ -170,6 +249,13 @@ def test_shift_inwards_of_a_reduction_is_refused():
         s[C].split(k, factor=3, tail="shift_inwards")
 
 
+def test_dispatch_of_a_reduction_axis_is_refused():
+    _, C, k = _reduction()
+    s = te.create_schedule(C.op)
+    with pytest.raises(ScheduleError, match="tail='dispatch'.*reduction axis"):
+        s[C].split(k, factor=4, tail="dispatch")
+
+
 def test_pad_of_an_output_or_an_argument_is_refused():
     n = te.var("n")
     A = te.placeholder((n,), name="A")
@@ -193,11 +279,13 @@ def test_unknown_tail_is_refused():
 def test_legal_tails_for_an_autotvm_knob():
     A, C, k = _reduction()
     s = te.create_schedule(C.op)
-    assert legal_tails(s[C], C.op.axis[0]) == ["guard", "partition", "predicate"]
+    assert legal_tails(s[C], C.op.axis[0]) == ["guard", "partition", "predicate",
+                                               "dispatch"]
+    assert legal_tails(s[C], k) == ["guard", "partition", "predicate"]
     s2, _ = _default_vector_add()
     B = s2.stages[-1]
     assert legal_tails(B, B.leaf_iter_vars[0]) == ["guard", "partition", "predicate",
-                                                   "shift_inwards"]
+                                                   "shift_inwards", "dispatch"]
 
 
 def test_tail_knob_in_an_autotvm_template():
@@ -215,7 +303,7 @@ def test_tail_knob_in_an_autotvm_template():
 
     task = autotvm.task.create("test_split_tail_knob", (21,), "llvm")
     assert [c["tail"].val for c in task.config_space] == ["guard", "partition", "predicate",
-                                                           "shift_inwards"]
+                                                           "shift_inwards", "dispatch"]
     for config in task.config_space:
         _check(*task.instantiate(config), [21])
 
@@ -249,3 +337,27 @@ def test_a_remainder_loop_with_other_stores_is_cut_instead():
 
     text = str(loop_partition(_marked_tail(extra_store=True)))
     assert text.count("for (i,") == 2 and "likely" in text
+
+
+def test_shift_inwards_with_a_stage_computed_inside_keeps_guards():
+    """A local cache computed inside a shift_inwards split is bounded for the unshifted
+    tile, so the stage keeps the default guard and the result stays exact (found by the
+    sanitized schedule fuzzer as an out-of-bounds write of C.local)."""
+    import numpy as np
+
+    import kiln
+    from kiln import te
+
+    n = te.var("n")
+    A = te.placeholder((n, 6), name="A")
+    C = te.compute((n, 6), lambda i, j: A[i, j] * 2.0 + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    io, ii = s[C].split(C.op.axis[0], 4, tail="shift_inwards")
+    s[CL].compute_at(s[C], ii)
+    mod = kiln.build(s, [A, C])
+    for size in (1, 3, 4, 5, 11):
+        a = np.random.default_rng(size).standard_normal((size, 6)).astype("float32")
+        c = kiln.nd.empty((size, 6), "float32")
+        mod(kiln.nd.array(a), c)
+        np.testing.assert_allclose(c.numpy(), a * 2 + 1, rtol=1e-6, err_msg=str(size))

@@ -5,8 +5,9 @@ solutions in ``examples/assignment/``) through its ``STEPS`` (baseline -> optimi
 2 -> 3 ...): each step is checked against numpy and timed (:mod:`.measure`), its lowered
 code is diffed against the step before, its memory accesses are traced at a small size and
 drawn (:mod:`.figures`); numpy and PyTorch are timed on the same inputs and the operator's
-AutoTVM template is tuned briefly (:mod:`.tuning`). The report is written as
-``report.md`` and ``report.html`` with the diagrams under ``figures/``.
+AutoTVM template is tuned briefly (:mod:`.tuning`). The FPGA part (:mod:`.fpga`) runs its
+steps on kiln's VTA simulator, checked bit for bit, in simulated cycles. The report is
+written as ``report.md`` and ``report.html`` with the diagrams under ``figures/``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import render
+from . import fpga, render
 from .figures import memory_figures
 from .measure import Measured, lowered_text, run_step, time_reference
 from .operators import OPERATORS, Operator, load_example
@@ -54,9 +55,10 @@ def lowered_diff(before: str, after: str, name_before: str, name_after: str) -> 
 
 
 def _operators(names: Sequence[str] | None) -> list[Operator]:
+    """The operators ``names`` asks for (all of them for None), the FPGA part included."""
     if names is None:
-        return list(OPERATORS)
-    known = {op.name: op for op in OPERATORS}
+        return [*OPERATORS, fpga.FPGA]
+    known = {op.name: op for op in (*OPERATORS, fpga.FPGA)}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown operator(s) {', '.join(unknown)}; the assignment's: "
@@ -106,12 +108,16 @@ def assignment_report(out: str | Path = "assignment_report", *, quick: bool = Fa
     (out / "figures").mkdir(parents=True, exist_ok=True)
     trials = (4 if quick else 16) if trials is None else trials
     number, repeat = (2, 3) if quick else (10, 5)
-    reports = [report_operator(op, (sizes or {}).get(op.name,
-                                                     op.sizes["quick" if quick else "course"]),
-                               out, trials=trials, number=number, repeat=repeat,
+
+    def size(op: Operator) -> tuple[int, ...]:
+        return (sizes or {}).get(op.name, op.sizes["quick" if quick else "course"])
+
+    reports = [report_operator(op, size(op), out, trials=trials, number=number, repeat=repeat,
                                figures=figures)
-               for op in ops]
+               for op in ops if op is not fpga.FPGA]
     text = render.markdown(reports, quick=quick)
+    if fpga.FPGA in ops:
+        text += "\n" + fpga.markdown(fpga.fpga_report(size(fpga.FPGA)))
     (out / "report.md").write_text(text)
     (out / "report.html").write_text(render.html(text, title="kiln: the assignment"))
     return out / "report.md"

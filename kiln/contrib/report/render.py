@@ -104,7 +104,8 @@ def markdown(reports: list[OperatorReport], *, quick: bool = False) -> str:
              f"kiln's solutions of the assignment's operators at {sizes}: each step checked "
              "against numpy and timed (median), next to numpy and PyTorch and a short "
              "AutoTVM run of the operator's template. GPU steps run only where a GPU "
-             "exists. The FPGA part waits for kiln's VTA simulator.", "",
+             "exists. The FPGA part (last section) runs on kiln's VTA simulator, in "
+             "simulated cycles.", "",
              summary_table(reports), ""]
     for rep in reports:
         lines += _operator_section(rep)

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from kiln.ir.dtype import parse as parse_dtype
+
 from ..graph import Graph, Module, Node, call, const, input_node
 from ..op import np_strided_slice
 from .common import batch_norm_inference, reshape, spatial_mean, transpose
@@ -112,13 +114,17 @@ _SYMBOLIC_AXES: dict[str, frozenset[int] | None] = {
     **dict.fromkeys(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
                      "BatchNormalization", "Gemm", "MatMul", "Flatten"), frozenset({0})),
 }
+#: operators whose operands, all 2-D, may be symbolic on any axis (attention's ``q k^T`` and
+#: ``softmax(...) v`` over a symbolic sequence length)
+_SYMBOLIC_2D = frozenset({"MatMul"})
 
 
 def _check_symbolic(op_type: str, xs: list) -> None:
     """Raise OpNotImplemented naming the operator and the dimension when an input of
     ``op_type`` has a symbolic dimension the operator cannot be compiled with."""
     allowed = _SYMBOLIC_AXES.get(op_type, frozenset())
-    if allowed is None:
+    if allowed is None or (op_type in _SYMBOLIC_2D and
+                           all(x is not None and len(x.shape) == 2 for x in xs)):
         return
     for k, x in enumerate(xs):
         for ax, d in enumerate(() if x is None else x.shape):
@@ -448,6 +454,12 @@ class _Converter(QuantizedConverters):
         except KeyError:
             raise OnnxImportError(f"Cast to {at['to']}, which is not an ONNX tensor "
                                   f"type") from None
+        try:
+            parse_dtype(to.name)
+        except ValueError:
+            to_name = onnx.TensorProto.DataType.Name(at["to"])
+            raise OpNotImplemented(f"Cast to {to_name}: kiln does not compile "
+                                   f"{to_name.lower()} tensors") from None
         if x.is_const:
             return const(x.value.astype(to), name)
         if to.name == x.dtype:

@@ -3,8 +3,9 @@
 Every builder returns a checked ``onnx.ModelProto`` (opset 13) with one float32 input and one
 output, and takes a ``seed``: the same arguments give the same model, byte for byte.
 
-* :func:`resnet18` and :func:`mobilenet_v2`: the two acceptance networks (ImageNet shapes by
-  default: 224x224 input, 1000 classes), input ``"input"``, output ``"output"``;
+* :func:`resnet18`, :func:`resnet50` and :func:`mobilenet_v2`: the convolutional networks
+  (ImageNet shapes by default: 224x224 input, 1000 classes), input ``"input"``, output
+  ``"output"``;
 * small models exercising one feature each (input ``"x"``, output ``"y"``): a conv with
   bias and relu, a residual block with batch norms, a depthwise block, pooling, a classifier
   head, reshape/matmul/concat, two branches, the exporters' flatten pattern, max pool + relu,
@@ -15,8 +16,6 @@ symbolic in the model (its ``dim_param``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -34,11 +33,12 @@ def _scalar(name, value):
     return numpy_helper.from_array(np.array(value, np.float32), name)
 
 
-def _model(nodes, inits, inp_shape, out_shape, inp="x", out="y", name="g"):
+def _model(nodes, inits, inp_shape, out_shape, inp="x", out="y", name="g", opset=OPSET,
+           inp_type=TensorProto.FLOAT):
     g = helper.make_graph(
-        nodes, name, [helper.make_tensor_value_info(inp, TensorProto.FLOAT, inp_shape)],
+        nodes, name, [helper.make_tensor_value_info(inp, inp_type, inp_shape)],
         [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="kiln.relay.testing")
     m.ir_version = 8
     onnx.checker.check_model(m)
@@ -46,11 +46,17 @@ def _model(nodes, inits, inp_shape, out_shape, inp="x", out="y", name="g"):
 
 
 def random_input(model, seed: int = 1) -> tuple[str, np.ndarray]:
-    """``(name, array)``: a standard-normal array for the model's (first, fixed-shape) input."""
+    """``(name, array)``: a standard-normal array for the model's (first, fixed-shape) input;
+    for an integer input (token ids), integers in ``[0, vocab_size)`` of the model's
+    ``vocab_size`` metadata property (2 without one)."""
     vi = model.graph.input[0]
     shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
     dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
-    return vi.name, np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        props = {p.key: p.value for p in model.metadata_props}
+        return vi.name, rng.integers(0, int(props.get("vocab_size", 2)), shape).astype(dtype)
+    return vi.name, rng.standard_normal(shape).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -196,6 +202,25 @@ def mlp_block(seq=16, d=64, hidden=256, seed=0):
     return _model(nodes, inits, [seq, d], [seq, d])
 
 
+def attention_block(seq=16, d=64, seed=0):
+    """A transformer's single-head self-attention block on ``[seq, d]`` tokens:
+    ``x + softmax((x Wq)(x Wk)^T / sqrt(d)) (x Wv) Wo``; ``seq`` may be a name (a symbolic
+    sequence length), and then both products of the attention have symbolic operands."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="query"),
+             helper.make_node("MatMul", ["x", "wk"], ["k"], name="key"),
+             helper.make_node("MatMul", ["x", "wv"], ["v"], name="value"),
+             helper.make_node("Transpose", ["k"], ["kt"], name="key_t", perm=[1, 0]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+             helper.make_node("Div", ["s", "scale"], ["ss"], name="scaled"),
+             helper.make_node("Softmax", ["ss"], ["p"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["c"], name="context"),
+             helper.make_node("MatMul", ["c", "wo"], ["o"], name="out"),
+             helper.make_node("Add", ["o", "x"], ["y"], name="residual")]
+    inits = [_w(rng, w, d, d, scale=d ** -0.5) for w in ("wq", "wk", "wv", "wo")]
+    return _model(nodes, inits + [_scalar("scale", np.sqrt(d))], [seq, d], [seq, d])
+
+
 def inception_block(c=32, hw=8, seed=0):
     """A GoogLeNet inception block: four branches from ``x`` — 1x1 conv; 1x1 then 3x3 conv;
     1x1 then 5x5 conv; 3x3 max pool (stride 1) then 1x1 conv — each conv with bias and relu,
@@ -295,6 +320,29 @@ def resnet18(hw: int = 224, batch: int = 1, classes: int = 1000, seed: int = 0):
     return n.model(batch, hw, classes, "resnet18")
 
 
+def resnet50(hw: int = 224, batch: int = 1, classes: int = 1000, seed: int = 0):
+    """ResNet-50, input ``[batch, 3, hw, hw]``, output ``[batch, classes]``.
+
+    v1.5 (torchvision's): conv 7x7/2, max pool, 4 stages of 3, 4, 6, 3 bottleneck blocks
+    (1x1 reduce, 3x3 with the stage's stride, 1x1 expand by 4; a 1x1 projection shortcut at
+    each stage's first block), 256-2048 channels, global pool, fully connected."""
+    n = _Net(seed)
+    x = n.op("Relu", n.bn(n.conv("input", 3, 64, 7, 2, 3), 64))
+    x = n.op("MaxPool", x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        cout = 4 * width
+        for b in range(blocks):
+            s = stride if b == 0 else 1
+            h = n.op("Relu", n.bn(n.conv(x, cin, width, 1, 1, 0), width))
+            h = n.op("Relu", n.bn(n.conv(h, width, width, 3, s, 1), width))
+            h = n.bn(n.conv(h, width, cout, 1, 1, 0), cout)
+            sc = x if b > 0 else n.bn(n.conv(x, cin, cout, 1, s, 0), cout)
+            x, cin = n.op("Relu", n.op("Add", h, sc)), cout
+    n.head(x, 2048, classes, "output")
+    return n.model(batch, hw, classes, "resnet50")
+
+
 def mobilenet_v2(hw: int = 224, width: float = 1.0, batch: int = 1, classes: int = 1000,
                  seed: int = 0):
     """MobileNetV2, input ``[batch, 3, hw, hw]``, output ``[batch, classes]``.
@@ -327,29 +375,3 @@ def mobilenet_v2(hw: int = 224, width: float = 1.0, batch: int = 1, classes: int
     x = relu6(n.bn(n.conv(x, cin, 1280, 1, 1, 0), 1280))
     n.head(x, 1280, classes, "output")
     return n.model(batch, hw, classes, "mobilenet_v2")
-
-
-#: name -> builder, for ``get_model`` and the command line
-MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
-    "resnet18": resnet18,
-    "mobilenet_v2": mobilenet_v2,
-    "conv_bias_relu": conv_bias_relu,
-    "residual_block": residual_block,
-    "depthwise": depthwise,
-    "pooling": pooling,
-    "gemm_classifier": gemm_classifier,
-    "reshape_matmul_concat": reshape_matmul_concat,
-    "two_branches": two_branches,
-    "exported_flatten_pattern": exported_flatten_pattern,
-    "maxpool_relu": maxpool_relu,
-    "mlp_block": mlp_block,
-    "inception_block": inception_block,
-}
-
-
-def get_model(name: str, **kwargs) -> onnx.ModelProto:
-    """The model ``name`` of :data:`MODELS` built with ``kwargs``; KeyError names the known
-    models."""
-    if name not in MODELS:
-        raise KeyError(f"unknown test model {name!r} (known: {', '.join(MODELS)})")
-    return MODELS[name](**kwargs)

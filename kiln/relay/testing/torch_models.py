@@ -4,7 +4,8 @@ The returned ``torch.nn.Module`` holds the model's initializers as buffers and, 
 ``forward``, calls one ``torch.nn.functional`` operator per ONNX node in the graph's order —
 what a hand-written eager model does, with the same weights. It covers the operators of
 :mod:`kiln.relay.testing`'s models (Conv, BatchNormalization, pooling, Gemm, elementwise
-ops, Clip, Flatten, Reshape, Concat, Softmax, Shape/Gather/Unsqueeze, ...); another operator raises
+ops, Clip, Flatten, Reshape, Concat, Softmax, Shape/Gather/Unsqueeze, the transformers'
+MatMul, LayerNormalization, Erf, Expand, ...); another operator raises
 ``NotImplementedError`` naming it. PyTorch is imported only when this is called.
 """
 
@@ -103,10 +104,17 @@ def _convert(node, xs, at, F, torch):  # noqa: N803
         return y
     if op == "Transpose":
         return xs[0].permute(*at["perm"])
+    if op == "LayerNormalization":
+        axis = int(at.get("axis", -1)) % xs[0].dim()
+        return F.layer_norm(xs[0], xs[0].shape[axis:], xs[1], xs[2] if len(xs) > 2 else None,
+                            eps=at.get("epsilon", 1e-5))
+    if op == "Expand":
+        shape = torch.broadcast_shapes(xs[0].shape, tuple(int(s) for s in xs[1].tolist()))
+        return xs[0].expand(shape)
     simple = {"Relu": F.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
               "Identity": lambda x: x, "Dropout": lambda x, *_: x,
               "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div,
-              "MatMul": torch.matmul}
+              "MatMul": torch.matmul, "Erf": torch.erf}
     if op in simple:
         return simple[op](*xs)
     raise NotImplementedError(f"onnx_to_torch: ONNX operator {op!r} (node {node.name!r}) is "

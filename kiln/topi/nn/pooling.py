@@ -3,6 +3,12 @@
 ``layout`` names the axes (``"NCHW"``, ``"NHWC"``, ``"NCHW16c"`` ...); pooling runs over the
 ``H`` and ``W`` axes. Average pooling is a ``pool_sum`` reduction followed by a division by
 the number of elements counted in each window.
+
+Max pooling skips NaN: a window's result is the maximum of its numbers, wherever a NaN is in
+it (the lowest finite value, as for a window of padding, when all are NaN). This is the ONNX
+reference's pooling (NaNs are dropped from the window) and onnxruntime's MaxPool for a NaN
+anywhere but last in its window; ``te.max``, whose update ``max(acc, x)`` returns ``x`` on a
+NaN, kept a NaN only when it came last (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -15,6 +21,12 @@ from ..transform import _parse_layout
 from ..utils import const_shape, get_const_tuple
 from .pad import pad
 from .utils import _pair
+
+#: max pooling's reducer: the update is ``max(x, acc)``, ``x > acc ? x : acc``, which keeps
+#: ``acc`` when ``x`` is NaN (kiln's ``max`` returns its second operand on a NaN); ``acc``
+#: starts at the lowest value and only ever takes numbers, so no NaN enters it
+_max_skip_nan = te.comm_reducer(lambda acc, x: tir.max(x, acc), tir.min_value,
+                                name="max_skip_nan")
 
 
 def _hw_axes(layout: str, ndim: int) -> tuple[int, int]:
@@ -136,7 +148,8 @@ def pool2d(data, kernel, stride, dilation, padding, pool_type, ceil_mode=False,
         return idx
 
     if pool_type == "max":
-        return te.compute(out_shape, lambda *i: te.max(padded(*index(i)), axis=[rh, rw]),
+        return te.compute(out_shape,
+                          lambda *i: _max_skip_nan(padded(*index(i)), axis=[rh, rw]),
                           name="PoolMax", tag="pool_max", attrs=attrs)
     psum = te.compute(out_shape, lambda *i: te.sum(padded(*index(i)), axis=[rh, rw]),
                       name="PoolSum", tag="pool_sum", attrs=attrs)
@@ -181,7 +194,8 @@ def global_pool(data, pool_type, layout="NCHW"):
         return idx
 
     if pool_type == "max":
-        return te.compute(out_shape, lambda *i: te.max(data(*index(i)), axis=[rh, rw]),
+        return te.compute(out_shape,
+                          lambda *i: _max_skip_nan(data(*index(i)), axis=[rh, rw]),
                           name="GlobalPoolMax", tag="global_pool_max",
                           attrs={"layout": layout})
     s = te.compute(out_shape, lambda *i: te.sum(data(*index(i)), axis=[rh, rw]),
@@ -231,7 +245,7 @@ def adaptive_pool(data, output_size, pool_type, layout="NCHW"):
         return f
 
     if pool_type == "max":
-        return te.compute(out_shape, reduce(te.max), name="AdaptivePoolMax",
+        return te.compute(out_shape, reduce(_max_skip_nan), name="AdaptivePoolMax",
                           tag="adaptive_pool_max", attrs={"layout": layout})
     s = te.compute(out_shape, reduce(te.sum), name="AdaptivePoolSum", tag="adaptive_pool_sum",
                    attrs={"layout": layout})

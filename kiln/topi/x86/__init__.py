@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..utils import all_ops, as_list
 from ._common import lanes, vector_registers
+from .bf16 import schedule_conv2d_bf16, schedule_dense_bf16
 from .conv2d import (
     schedule_conv2d_nchw,
     schedule_conv2d_NCHWc,
@@ -36,6 +37,8 @@ from .winograd import schedule_conv2d_winograd_NCHWc
 #: tag of the anchor operation -> its schedule, in order of precedence.
 SCHEDULE_BY_TAG = (
     ("conv2d_int8", schedule_conv2d_int8),
+    ("conv2d_bf16", schedule_conv2d_bf16),
+    ("dense_bf16", schedule_dense_bf16),
     ("dense_int8", schedule_dense_int8),
     ("conv2d_NCHWc_winograd", schedule_conv2d_winograd_NCHWc),
     ("conv2d_NCHWc", schedule_conv2d_NCHWc),
@@ -95,4 +98,5 @@ __all__ = [
     "schedule_global_pool", "schedule_softmax", "schedule_layer_norm", "schedule_auto",
     "schedule_extern", "SCHEDULE_BY_TAG", "lanes", "vector_registers",
     "schedule_conv2d_winograd_NCHWc", "schedule_conv2d_int8", "schedule_dense_int8",
+    "schedule_conv2d_bf16", "schedule_dense_bf16",
 ]

@@ -1,0 +1,190 @@
+"""The reference engines the models suite times kiln against, each on the same ONNX model.
+
+Every function here takes ``(model, feed, threads)`` (an ``onnx.ModelProto``, the input
+arrays by name, the thread count all engines use) and returns a :class:`Reference`: a
+callable running one inference, its output, and a label naming the engine, its version and
+its settings. An engine that is not installed, or that fails to compile or run the model,
+gives a Reference without a callable whose ``note`` says why ("not installed", the error);
+the suite goes on without it. The engines are imported here only, each when it is asked for.
+
+* onnxruntime, CPU provider: with its defaults (spinning worker threads) and as kiln's
+  ``kiln bench``/tests run it (``compare.onnxruntime_session``: no spinning);
+* OpenVINO, CPU plugin, latency hint: with the f32 precision hint, and with its default
+  inference precision (bf16 on CPUs with AVX-512 bf16 or AMX: its output is not checked
+  against the fp32 reference, only reported);
+* PyTorch eager: the graph run op by op with ``torch.nn.functional``
+  (``kiln.relay.testing.onnx_to_torch``), ``inference_mode``;
+* IREE: ``iree-import-onnx``, compiled for ``llvm-cpu`` with the host CPU, run by the
+  ``local-task`` driver.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Reference:
+    """One engine's run of the model: ``run`` (None when it does not run, ``note`` says
+    why), its ``output``, and whether that output must match the fp32 reference before the
+    engine is timed (``checked``)."""
+
+    name: str
+    label: str
+    run: Callable[[], Any] | None = None
+    output: np.ndarray | None = None
+    note: str = ""
+    checked: bool = True
+
+
+def _missing(name: str, label: str, module: str) -> Reference:
+    return Reference(name, label, note=f"{module} not installed")
+
+
+def _failed(name: str, label: str, e: Exception) -> Reference:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return Reference(name, label, note=f"failed: {type(e).__name__}: {first[:200]}")
+
+
+def onnxruntime_defaults(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
+    """onnxruntime's CPU provider with its default session options (``threads`` intra-op
+    threads)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return _missing("onnxruntime", "onnxruntime (defaults)", "onnxruntime")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    label = f"onnxruntime {ort.__version__} (defaults)"
+    return Reference("onnxruntime", label, lambda: sess.run(None, feed),
+                     sess.run(None, feed)[0])
+
+
+def onnxruntime_kiln_settings(model, feed: Mapping[str, np.ndarray],
+                              threads: int) -> Reference:
+    """onnxruntime as ``kiln bench model.onnx`` runs it: no spin-waiting, one inter-op
+    thread."""
+    try:
+        import onnxruntime as ort
+
+        from kiln.relay.testing import compare
+    except ImportError:
+        return _missing("onnxruntime_nospin", "onnxruntime (kiln's settings)", "onnxruntime")
+    sess = compare.onnxruntime_session(model, threads)
+    return Reference("onnxruntime_nospin", f"onnxruntime {ort.__version__} (no spinning)",
+                     lambda: sess.run(None, feed), sess.run(None, feed)[0])
+
+
+def openvino(model, feed: Mapping[str, np.ndarray], threads: int,
+             precision: str | None) -> Reference:
+    """OpenVINO's CPU plugin, latency hint, ``threads`` threads; ``precision`` the inference
+    precision hint (``"f32"``), None for the plugin's default (not checked)."""
+    name = f"openvino_{precision or 'default'}"
+    label = f"OpenVINO ({precision or 'default precision'})"
+    try:
+        import openvino as ov
+    except ImportError:
+        return _missing(name, label, "openvino")
+    label = f"OpenVINO {ov.__version__} ({precision or 'default precision'})"
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+    if precision:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    try:
+        with tempfile.TemporaryDirectory(prefix="kiln-bench-ov-") as tmp:
+            path = Path(tmp) / "model.onnx"
+            path.write_bytes(model.SerializeToString())
+            compiled = ov.Core().compile_model(str(path), "CPU", config)
+        request = compiled.create_infer_request()
+        inputs = dict(feed)
+
+        def run():
+            request.infer(inputs)
+            return request.get_output_tensor(0).data
+
+        output = np.array(run())
+        if not precision:
+            label += f", runs in {compiled.get_property('INFERENCE_PRECISION_HINT')}"
+    except Exception as e:  # noqa: BLE001 - any engine error is reported, the suite goes on
+        return _failed(name, label, e)
+    return Reference(name, label, run, output, checked=precision is not None)
+
+
+def pytorch_eager(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
+    """The graph run op by op by PyTorch eager (``onnx_to_torch``), ``threads`` threads."""
+    try:
+        import torch
+    except ImportError:
+        return _missing("pytorch", "PyTorch eager", "torch")
+    from kiln.relay.testing import onnx_to_torch
+
+    label = f"PyTorch {torch.__version__} eager"
+    torch.set_num_threads(threads)
+    try:
+        module = onnx_to_torch(model)
+        args = [torch.from_numpy(v) for v in feed.values()]
+
+        def run():
+            with torch.inference_mode():
+                return module(*args)
+
+        output = run().numpy()
+    except Exception as e:  # noqa: BLE001
+        return _failed("pytorch", label, e)
+    return Reference("pytorch", label, run, output)
+
+
+def iree(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
+    """IREE: the ONNX model imported to MLIR, compiled for ``llvm-cpu`` (host CPU), run by
+    the ``local-task`` driver with ``threads`` worker threads."""
+    try:
+        import iree.compiler as ireec
+        import iree.runtime as ireert
+        from iree.compiler.tools.import_onnx.__main__ import main as import_onnx
+    except ImportError:
+        return _missing("iree", "IREE", "iree")
+    version = getattr(ireec, "__version__", "")
+    label = f"IREE {version} (llvm-cpu, host)" if version else "IREE (llvm-cpu, host)"
+    try:
+        with tempfile.TemporaryDirectory(prefix="kiln-bench-iree-") as tmp:
+            onnx_path, mlir_path = Path(tmp) / "model.onnx", Path(tmp) / "model.mlir"
+            onnx_path.write_bytes(model.SerializeToString())
+            import_onnx([str(onnx_path), "-o", str(mlir_path)])
+            vmfb = ireec.compile_file(str(mlir_path), target_backends=["llvm-cpu"],
+                                      extra_args=["--iree-llvmcpu-target-cpu=host"])
+        config = ireert.Config("local-task")
+        ireert.flags.parse_flags(f"--task_topology_max_group_count={threads}")
+        ctx = ireert.SystemContext(config=config)
+        ctx.add_vm_module(ireert.VmModule.copy_buffer(ctx.instance, vmfb))
+        entry = ctx.modules.module[model.graph.name]
+        args = list(feed.values())
+
+        def run():
+            return entry(*args)
+
+        output = np.asarray(run().to_host())
+    except Exception as e:  # noqa: BLE001
+        return _failed("iree", label, e)
+    return Reference("iree", label, run, output)
+
+
+def all_references(model, feed: Mapping[str, np.ndarray], threads: int) -> list[Reference]:
+    """Every reference engine on ``model``; the first, onnxruntime with its defaults, gives
+    the fp32 output the others (and kiln) are checked against."""
+    return [onnxruntime_defaults(model, feed, threads),
+            onnxruntime_kiln_settings(model, feed, threads),
+            openvino(model, feed, threads, "f32"),
+            openvino(model, feed, threads, None),
+            pytorch_eager(model, feed, threads),
+            iree(model, feed, threads)]
+
+
+__all__ = ["Reference", "all_references", "onnxruntime_defaults", "onnxruntime_kiln_settings",
+           "openvino", "pytorch_eager", "iree"]

@@ -1,0 +1,31 @@
+"""The bf16 operators of kiln's graph IR, rows of the operator table ``op.OPS``, made by
+:func:`kiln.relay.mixed_precision.to_mixed_precision` (docs/precision.md):
+
+* ``conv2d_bf16(x, weight_bits[, bias], kernel_size, channels, strides, padding,
+  dilation)``: NCHW float32 in and out, the weight packed as bf16 bits
+  (``kiln.topi.x86.bf16.pack_conv2d_weight``);
+* ``dense_bf16(x, weight_bits[, bias], units)``: ``[M, K]`` float32 in, ``[M, units]`` out,
+  the weight packed by ``kiln.topi.x86.bf16.pack_dense_weight``.
+
+Both compute in bf16 with float32 accumulation (``kiln.topi.x86.bf16``).
+"""
+
+from __future__ import annotations
+
+from kiln import te
+from kiln.topi.x86 import bf16
+
+
+def _bias(ts: list[te.Tensor]) -> te.Tensor | None:
+    return ts[2] if len(ts) > 2 else None
+
+
+def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
+    """The ``conv2d_bf16`` compute."""
+    return bf16.conv2d_bf16_nchw(ts[0], ts[1], _bias(ts), a["kernel_size"], a["channels"],
+                                 a["strides"], tuple(a["padding"]), a["dilation"])
+
+
+def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:
+    """The ``dense_bf16`` compute."""
+    return bf16.dense_bf16(ts[0], ts[1], _bias(ts), a["units"])

@@ -1,0 +1,119 @@
+"""``to_mixed_precision`` (TVM's ``relay.transform.ToMixedPrecision``) for bf16 on CPUs:
+the convolutions and dense layers of a float32 graph computed in bfloat16 with float32
+accumulation.
+
+The pass rewrites
+
+    conv2d(x, W[, bias])                   (groups == 1, W a constant)  -> conv2d_bf16
+    dense(x, W[, bias]), matmul(x, W)      (x 2-D, W a constant)        -> dense_bf16
+
+where the reduction has at least :data:`MIN_REDUCTION` (1024) terms and the shapes are
+static (the others stay float32), with ``W`` rounded to bf16 (to nearest even) and packed
+once, at compile time, in the layout of the x86 kernels (``kiln.topi.x86.bf16``). Their
+inputs and outputs stay float32: each kernel rounds its input to bf16 as it packs it, sums
+exact bf16 products in float32 and adds the float32 bias, so everything else (batch norms
+folded before, residual adds, relu, pooling, depthwise and grouped convolutions, softmax)
+computes in float32 as before.
+Guarantee: each rewritten operator equals the float32 operator on bf16-rounded operands up
+to float32 summation error.
+
+Selected by ``relay.build(..., precision="bf16")`` or by the ``PassContext`` key
+:data:`CONFIG_KEY` (``"bfloat16"``); it needs a CPU target with AVX-512 BF16, else a
+``TVMError`` (no emulation).
+"""
+
+from __future__ import annotations
+
+from kiln.errors import TVMError
+from kiln.ir.transform import PassContext
+from kiln.target import Target
+from kiln.topi.x86.bf16 import pack_conv2d_weight, pack_dense_weight
+from kiln.topi.x86.bf16_intrin import check_bf16_cpu
+
+from .graph import Graph, Node, call, const
+from .transform import rewrite
+
+#: the ``PassContext`` config key selecting the reduced precision (TVM's dtype name)
+CONFIG_KEY = "relay.ToMixedPrecision.mixed_precision_type"
+#: ``relay.build``'s ``precision`` values -> the config key's value (None: float32)
+#: the shortest reduction (``C x KH x KW``, or ``K``) converted: below it the packing stages
+#: and the layout changes around a bf16 kernel cost more than the bf16 products save
+#: (measured, interleaved, 2 threads: MobileNetV2 with every convolution converted ran 2.3x
+#: slower than in float32; ResNet-18 ran at 0.83x of float32 converting K >= 1024, 0.89x
+#: also converting its 56x56 layers, K = 576)
+MIN_REDUCTION = 1024
+PRECISIONS: dict[str, str | None] = {"fp32": None, "float32": None, "bf16": "bfloat16",
+                                     "bfloat16": "bfloat16"}
+
+
+def mixed_precision_type(precision: str) -> str | None:
+    """The dtype a ``precision`` name (``"fp32"``, ``"bf16"``) computes in, None for fp32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                         f"{precision!r} (int8: import a quantized ONNX model)")
+    return PRECISIONS[precision]
+
+
+def precision_context(precision: str) -> PassContext:
+    """The current ``PassContext`` with :data:`CONFIG_KEY` set for ``precision``."""
+    ctx = PassContext.current()
+    config = {k: v for k, v in ctx.config.items() if k != CONFIG_KEY}
+    dtype = mixed_precision_type(precision)
+    if dtype is not None:
+        config[CONFIG_KEY] = dtype
+    return PassContext(ctx.opt_level, ctx.required_pass, ctx.disabled_pass, config)
+
+
+def _conv2d(n: Node, xs: list[Node]) -> Node | None:
+    w = xs[1]
+    if not w.is_const or w.value.ndim != 4 or n.attrs.get("groups", 1) != 1 \
+            or n.attrs.get("depthwise_layout") or w.value[0].size < MIN_REDUCTION:
+        return None
+    a = n.attrs
+    return call("conv2d_bf16", [xs[0], const(pack_conv2d_weight(w.value), f"{n.name}_w_bf16"),
+                                *xs[2:]], name=n.name, kernel_size=tuple(w.shape[2:]),
+                channels=w.shape[0], strides=a["strides"], padding=a["padding"],
+                dilation=a["dilation"])
+
+
+def _dense(n: Node, xs: list[Node]) -> Node | None:
+    x, w = xs[0], xs[1]
+    if not w.is_const or w.value.ndim != 2 or len(x.shape) != 2 \
+            or x.shape[1] < MIN_REDUCTION:
+        return None
+    weight = w.value if n.op == "dense" else w.value.T  # matmul: [K, N]
+    return call("dense_bf16", [x, const(pack_dense_weight(weight), f"{n.name}_w_bf16"),
+                               *xs[2:]], name=n.name, units=weight.shape[0])
+
+
+_REWRITES = {"conv2d": _conv2d, "dense": _dense, "matmul": _dense}
+
+
+def to_mixed_precision(graph: Graph, mixed_precision_type: str = "bfloat16") -> Graph:
+    """``graph`` with its convolutions and dense layers computed in ``mixed_precision_type``
+    (only ``"bfloat16"``), as the module doc says; the current target's CPU must have
+    AVX-512 BF16."""
+    if mixed_precision_type != "bfloat16":
+        raise NotImplementedError(f"to_mixed_precision: {mixed_precision_type!r} is not "
+                                  f"implemented (only 'bfloat16')")
+    check_bf16_cpu(what="relay.build(precision='bf16')")
+
+    def fn(n: Node, xs: list[Node]) -> Node | None:
+        convert = _REWRITES.get(n.op)
+        if convert is None or not n.is_static:  # symbolic dimensions: left float32
+            return None
+        return convert(n, xs)
+
+    return rewrite(graph, fn)
+
+
+def apply_configured(graph: Graph, target: Target) -> Graph:
+    """``graph`` converted to the precision the current ``PassContext`` names
+    (:data:`CONFIG_KEY`), as it is without one; call it under ``with target``."""
+    dtype = PassContext.current().config.get(CONFIG_KEY)
+    if dtype is None:
+        return graph
+    if not target.is_cpu:
+        raise TVMError(f"precision {dtype!r} compiles for CPU targets only, not "
+                       f"{target.kind}")
+    return to_mixed_precision(graph, dtype)

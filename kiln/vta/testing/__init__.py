@@ -1,0 +1,5 @@
+"""``vta.testing``: the simulator (``vta.testing.simulator``) and test helpers."""
+
+from .. import simulator
+
+__all__ = ["simulator"]

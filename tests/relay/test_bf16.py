@@ -1,0 +1,124 @@
+"""``relay.build(..., precision="bf16")``: the mixed-precision pass on small ONNX models
+against onnxruntime's float32 outputs, the PassContext key, the saved artifact, and the
+errors (a CPU without bf16 instructions, a GPU target, an unknown precision).
+
+Tolerance against float32: ``max |y_bf16 - y_fp32| <= 2e-2 * max |y_fp32|`` (each operand
+of each layer rounded to 8 significant bits, a relative error of about ``2**-8`` per layer,
+over a few layers), and the same top-1 class on every input of the small ResNet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import relay
+from kiln.contrib import graph_executor
+from kiln.ir.transform import PassContext
+from kiln.relay.mixed_precision import CONFIG_KEY
+from kiln.target import current_cpu
+from kiln.topi.x86.bf16_intrin import BF16_FEATURE
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from kiln.relay.testing import onnx_models  # noqa: E402
+
+requires_bf16 = pytest.mark.skipif(BF16_FEATURE not in current_cpu().features,
+                                   reason="this CPU has no AVX-512 BF16")
+
+
+def _run(lib, name: str, x: np.ndarray) -> np.ndarray:
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    gm.set_input(name, x)
+    gm.run()
+    return gm.get_output(0).numpy()
+
+
+def _onnxruntime(model, name: str, x: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {name: x})[0]
+
+
+def _close(y: np.ndarray, ref: np.ndarray) -> bool:
+    return float(np.abs(y - ref).max()) <= 2e-2 * float(np.abs(ref).max())
+
+
+@requires_bf16
+@pytest.mark.parametrize("model", [onnx_models.conv_bias_relu(c=128, f=20),
+                                   onnx_models.mlp_block(d=1024, hidden=1024)],
+                         ids=["conv_bias_relu", "mlp"])
+def test_bf16_build_matches_fp32(model):
+    mod, params = relay.frontend.from_onnx(model)
+    name, x = onnx_models.random_input(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    y = _run(lib, name, x)
+    assert _close(y, _onnxruntime(model, name, x))
+    assert "_bf16" in lib.summary
+    assert y.dtype == np.float32
+
+
+@requires_bf16
+def test_pass_context_key_selects_bf16_and_artifact_round_trips(tmp_path):
+    model = onnx_models.mlp_block(d=1024, hidden=1024)
+    name, x = onnx_models.random_input(model)
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=3, config={CONFIG_KEY: "bfloat16"}):
+        lib = relay.build(mod, target="llvm", params=params)
+    assert lib.summary.count("dense_bf16") == 2
+    lib.export_library(tmp_path / "m.tar")
+    loaded = relay.load_module(str(tmp_path / "m.tar"))
+    assert np.array_equal(_run(loaded, name, x), _run(lib, name, x))
+    with PassContext(opt_level=3, config={CONFIG_KEY: "bfloat16"}):  # precision= wins
+        fp32 = relay.build(mod, target="llvm", params=params, precision="fp32")
+    assert "_bf16" not in fp32.summary
+
+
+@requires_bf16
+@pytest.mark.slow
+def test_small_resnet_bf16_agrees_with_fp32():
+    model = onnx_models.resnet18(hw=32, classes=10)
+    mod, params = relay.frontend.from_onnx(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    for seed in range(4):
+        name, x = onnx_models.random_input(model, seed=seed)
+        ref = _onnxruntime(model, name, x)
+        y = _run(lib, name, x)
+        assert _close(y, ref)
+        assert np.array_equal(y.argmax(1), ref.argmax(1))
+
+
+@requires_bf16
+@pytest.mark.parametrize("model", [onnx_models.gemm_classifier(),  # reductions 36 and 16
+                                   onnx_models.mlp_block(seq="seq", d=1024, hidden=32)],
+                         ids=["short_reductions", "symbolic_rows"])
+def test_what_bf16_leaves_float32(model):
+    mod, params = relay.frontend.from_onnx(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert "_bf16" not in lib.summary
+
+
+def test_bf16_on_a_cpu_without_the_instructions_is_a_clear_error():
+    mod, params = relay.frontend.from_onnx(onnx_models.conv_bias_relu())
+    with pytest.raises(kiln.TVMError, match=r"relay.build\(precision='bf16'\): bf16 needs a "
+                                            r"CPU with AVX-512 BF16 .* avx2"):
+        relay.build(mod, target="llvm -mcpu=haswell", params=params, precision="bf16")
+
+
+def test_bf16_on_a_gpu_target_and_unknown_precisions_are_errors():
+    mod, params = relay.frontend.from_onnx(onnx_models.conv_bias_relu())
+    with pytest.raises(kiln.TVMError, match="CPU targets only"):
+        relay.build(mod, target="cuda", params=params, precision="bf16")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        relay.build(mod, target="llvm", params=params, precision="fp8")
+
+
+@requires_bf16
+def test_kiln_compile_precision_bf16(tmp_path, capsys):
+    from kiln import cli
+
+    path, out = tmp_path / "m.onnx", tmp_path / "m.kiln"
+    path.write_bytes(onnx_models.conv_bias_relu(c=128, f=20).SerializeToString())
+    assert cli.main(["compile", str(path), "-o", str(out), "--precision", "bf16"]) == 0
+    assert "conv2d_bf16" in capsys.readouterr().out
+    assert cli.main(["run", str(out), "--repeat", "1"]) == 0

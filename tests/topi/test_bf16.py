@@ -1,0 +1,166 @@
+"""bf16 conv2d / dense of ``topi.x86.bf16`` against float64 numpy references.
+
+Tolerances, stated per check:
+
+* against float64 on the bf16-rounded operands (what the kernels compute: exact products,
+  float32 sums): ``|y - ref| <= 1e-5 * (|x| @ |w|) + 1e-6``, float32 summation error of up
+  to a few hundred terms;
+* against float64 on the unrounded float32 operands: ``|y - ref| <= 2**-7 * (|x| @ |w|)``
+  (each operand rounded to 8 significant bits: a relative error of at most ``2**-9`` each);
+* the rounding itself (``np_to_bf16_bits`` and the C helpers of the runtime header) bit for
+  bit: to nearest even, NaN kept NaN, infinities kept.
+
+Both micro-kernel paths run where the host has them: AMX-BF16 tiles, and AVX-512 BF16
+vectors (forced on an AMX host by hiding the AMX features).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te
+from kiln.target import current_cpu
+from kiln.topi.x86 import bf16 as B
+from kiln.topi.x86 import bf16_intrin
+
+requires_bf16 = pytest.mark.skipif(bf16_intrin.BF16_FEATURE not in current_cpu().features,
+                                   reason="this CPU has no AVX-512 BF16")
+PATHS = ["amx", "avx512"]
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """The micro-kernel path under test; AMX skipped where the host lacks it, AVX-512
+    forced by hiding the AMX features."""
+    if request.param == "amx" and not bf16_intrin.uses_amx():
+        pytest.skip("this CPU has no AMX-BF16")
+    if request.param == "avx512":
+        monkeypatch.setattr(bf16_intrin, "AMX_FEATURES", frozenset({"no-amx-here"}))
+    return request.param
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    return B.np_from_bf16_bits(B.np_to_bf16_bits(x)).astype(np.float64)
+
+
+def _check(y: np.ndarray, x_w_product, x: np.ndarray, w: np.ndarray, bias: np.ndarray):
+    """``y`` against both references (module doc); ``x_w_product(a, b)`` is the operator."""
+    exact = x_w_product(_rounded(x), _rounded(w)) + bias
+    scale = x_w_product(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64))
+    assert np.all(np.abs(y - exact) <= 1e-5 * scale + 1e-6)
+    unrounded = x_w_product(x.astype(np.float64), w.astype(np.float64)) + bias
+    assert np.all(np.abs(y - unrounded) <= 2.0 ** -7 * scale)
+
+
+def test_rounding_to_bf16_is_nearest_even_in_numpy_and_c():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0 ** -7)  # bf16's spacing at 1.0
+    cases = np.array([one, one + ulp / 2, one + 3 * ulp / 2, one + ulp / 2 + 2.0 ** -20,
+                      -2.5, 3.0e38, np.inf, -np.inf, np.nan, 1e-40, 0.0, -0.0], np.float32)
+    bits = B.np_to_bf16_bits(cases)
+    assert [hex(b) for b in bits[:4]] == ["0x3f80", "0x3f80", "0x3f82", "0x3f81"]
+    back = B.np_from_bf16_bits(bits)
+    assert np.isnan(back[8]) and back[6] == np.inf and back[7] == -np.inf
+    assert np.array_equal(back[[0, 4, 10]], cases[[0, 4, 10]])
+    values = np.concatenate([cases, np.random.default_rng(0).standard_normal(500)
+                             .astype(np.float32) * 1e3])
+    X = te.placeholder(values.shape, name="x")
+    R = te.compute(X.shape, lambda i: bf16_intrin.round_to_bf16(X[i]), name="r")
+    F = te.compute(X.shape, lambda i: bf16_intrin.to_float32(R[i]), name="f")
+    s = te.create_schedule([R.op, F.op])
+    f = kiln.build(s, [X, R, F])
+    r, back_c = kiln.nd.empty(values.shape, "uint16"), kiln.nd.empty(values.shape)
+    f(kiln.nd.array(values), r, back_c)
+    assert np.array_equal(r.numpy(), B.np_to_bf16_bits(values))
+    assert np.array_equal(back_c.numpy(), B.np_from_bf16_bits(r.numpy()), equal_nan=True)
+
+
+def test_block_shapes():
+    assert B.block_shape(64, 56, amx=True) == (32, 28)
+    assert B.block_shape(512, 49, amx=True) == (32, 7)
+    assert B.block_shape(1000, 1, amx=True) == (25, 1)
+    assert B.block_shape(64, 56, amx=False) == (8, 28)  # 8 rows x 2 vectors: 16 accumulators
+    assert B.block_shape(20, 81, amx=False) == (10, 27)
+    assert B.aligned_reduction(196) == 224 and B.aligned_reduction(576) == 576
+
+
+def test_packed_weight_layout():
+    w = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)  # dense [N=3, K=5]
+    p = B.pack_dense_weight(w)
+    assert p.shape == (3, 32)  # K padded to 32 with zeros
+    assert np.array_equal(B.np_from_bf16_bits(p[:, :5]), w) and not p[:, 5:].any()
+    c = B.pack_conv2d_weight(np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2))
+    assert c.shape == (2, 32)  # k = (ry * KW + rx) * 4 + c, channels padded from 3 to 4
+    assert B.np_from_bf16_bits(c[1, [0, 1, 2, 3, 4]]).tolist() == [12, 16, 20, 0, 13]
+
+
+@requires_bf16
+@pytest.mark.parametrize("m,k,n,bias", [(3, 37, 40, True), (1, 64, 1000, True),
+                                        (40, 96, 32, False)])
+def test_dense_bf16_matches_float64(path, m, k, n, bias):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else np.zeros(n, np.float32)
+    packed = B.pack_dense_weight(w)
+    X = te.placeholder(x.shape, name="x")
+    W = te.placeholder(packed.shape, "uint16", name="w")
+    Bb = te.placeholder((n,), name="b")
+    out = B.dense_bf16(X, W, Bb if bias else None, n)
+    args = [X, W, Bb, out] if bias else [X, W, out]
+    f = kiln.build(B.schedule_dense_bf16(out), args)
+    y = kiln.nd.empty((m, n))
+    arrays = [kiln.nd.array(x), kiln.nd.array(packed)] + ([kiln.nd.array(b)] if bias else [])
+    f(*arrays, y)
+    _check(y.numpy(), lambda a, c: a @ c.T, x, w, b)
+
+
+def _conv64(x: np.ndarray, w: np.ndarray, strides, pads, dil) -> np.ndarray:
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    t, l, bo, r = pads
+    xp = np.zeros((n, c, h + t + bo, wd + l + r))
+    xp[:, :, t:t + h, l:l + wd] = x
+    oh = (h + t + bo - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (wd + l + r - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    y = np.zeros((n, o, oh, ow))
+    for ky in range(kh):
+        for kx in range(kw):
+            win = xp[:, :, ky * dil[0]:ky * dil[0] + (oh - 1) * strides[0] + 1:strides[0],
+                     kx * dil[1]:kx * dil[1] + (ow - 1) * strides[1] + 1:strides[1]]
+            y += np.einsum("nchw,oc->nohw", win, w[:, :, ky, kx])
+    return y
+
+
+@requires_bf16
+@pytest.mark.parametrize("shape,o,k,strides,pads,dil", [
+    ((1, 3, 17, 17), 20, 3, (2, 2), (1, 1, 1, 1), (1, 1)),    # odd channels, stride 2
+    ((2, 8, 9, 9), 64, 3, (1, 1), (1, 1, 1, 1), (1, 1)),      # batch 2, whole-image mode
+    ((1, 5, 36, 36), 16, 1, (1, 1), (0, 0, 0, 0), (1, 1)),    # 1x1, per-row mode
+    ((1, 4, 12, 12), 24, 3, (1, 2), (2, 0, 1, 2), (2, 1)),    # dilation, uneven padding
+])
+def test_conv2d_bf16_matches_float64(path, shape, o, k, strides, pads, dil):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((o, shape[1], k, k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    packed = B.pack_conv2d_weight(w)
+    X = te.placeholder(x.shape, name="x")
+    W = te.placeholder(packed.shape, "uint16", name="w")
+    Bb = te.placeholder((o,), name="b")
+    out = B.conv2d_bf16_nchw(X, W, Bb, (k, k), o, strides, pads, dil)
+    f = kiln.build(B.schedule_conv2d_bf16(out), [X, W, Bb, out])
+    y = kiln.nd.empty(out.shape)
+    f(kiln.nd.array(x), kiln.nd.array(packed), kiln.nd.array(b), y)
+    _check(y.numpy(), lambda a, c: _conv64(a, c, strides, pads, dil), x, w,
+           b[None, :, None, None])
+
+
+def test_schedules_refuse_a_cpu_without_bf16():
+    with kiln.target.Target("llvm -mcpu=haswell"):
+        X = te.placeholder((2, 4), name="x")
+        W = te.placeholder(B.pack_dense_weight(np.ones((3, 4), np.float32)).shape, "uint16")
+        with pytest.raises(kiln.TVMError, match="AVX-512 BF16"):
+            B.schedule_dense_bf16(B.dense_bf16(X, W, None, 3))
