@@ -5,8 +5,9 @@ the bytes of one vector register, the number of vector registers and the ISA fea
 (AVX2, AVX-512, VNNI, bf16, AMX ...). It comes from one of three places:
 
 * ``-mcpu=<name>`` naming a known x86 CPU: the ISA class of that CPU (:func:`cpu_for_mcpu`,
-  the table :data:`MCPU_ISA`), with the class's baseline features; the C compiler then gets
-  ``-march=<name>`` (:func:`march_flags`);
+  the table :data:`MCPU_ISA`), with the features the C compiler enables for
+  ``-march=<name>`` (``sapphirerapids``: AVX-512 bf16, VNNI, AMX), else the class's
+  baseline; the C compiler then gets ``-march=<name>`` (:func:`march_flags`);
 * ``KILN_VECTOR_BYTES`` (16, 32 or 64) pins this machine's description to the x86 class of
   that width (tests, or planning for another machine while building for this one);
 * otherwise this machine (:func:`host_cpu`): the macros the C compiler predefines under
@@ -103,14 +104,27 @@ def cpu_from_macros(macros: set[str] | frozenset[str]) -> CPUInfo:
 
 
 def cpu_for_mcpu(mcpu: str) -> CPUInfo | None:
-    """The description of an x86 ``-mcpu`` name (:data:`MCPU_ISA`); None when the table does
-    not know the name (the target then plans for this machine; the C compiler judges the
-    name when it gets ``-march=``)."""
+    """The description of an x86 ``-mcpu`` name: the ISA class of :data:`MCPU_ISA`, with the
+    features the C compiler enables for ``-march=<name>`` (the class's baseline where the
+    compiler cannot say); None when the table does not know the name (the target then plans
+    for this machine; the C compiler judges the name when it gets ``-march=``)."""
     name = mcpu.lower()
     for keys, isa in MCPU_ISA:
         if any(k in name for k in keys):
-            return _of_isa(_BY_NAME[isa])
+            return _of_isa(_BY_NAME[isa], _march_features(mcpu, _BY_NAME[isa]))
     return None
+
+
+@functools.cache
+def _march_features(mcpu: str, isa: _ISA) -> frozenset[str] | None:
+    """The features ``cc -march=<mcpu>`` predefines, when they include the class's own (a
+    compiler that does not know the name, or none at all, gives None)."""
+    try:
+        command = compiler_command()
+    except CompileError:
+        return None
+    features = cpu_from_macros(predefined_macros(command, (f"-march={mcpu}",))).features
+    return features if isa.baseline <= features else None
 
 
 def march_flags(mcpu: str) -> list[str]:

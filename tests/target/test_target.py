@@ -181,3 +181,16 @@ def test_the_package_depends_only_on_the_standard_library_and_errors():
                 top = name.split(".")[0]
                 assert top in sys.stdlib_module_names or top == "__future__" or \
                     name == "kiln.errors", f"{path.name} imports {name}"
+
+
+def test_named_cpu_has_the_features_the_compiler_enables_for_it(monkeypatch):
+    """``-mcpu=sapphirerapids`` plans for its bf16, VNNI and AMX instructions where the C
+    compiler knows the name (its ``-march=`` macros), not only for AVX-512's baseline."""
+    monkeypatch.delenv("KILN_VECTOR_BYTES", raising=False)
+    from kiln.target.cc import compiler_command, predefined_macros
+
+    if "__AVX512BF16__" not in predefined_macros(compiler_command(), ("-march=sapphirerapids",)):
+        pytest.skip("this C compiler does not know -march=sapphirerapids")
+    features = cpu.cpu_for_mcpu("sapphirerapids").features
+    assert {"avx512bf16", "avx512vnni", "amx-bf16"} <= features
+    assert "avx512bf16" not in cpu.cpu_for_mcpu("skylake-avx512").features
