@@ -506,8 +506,9 @@ def _bench_suites(args: list[str]) -> int:
 
 
 def _is_model_path(arg: str) -> bool:
-    return not arg.startswith("-") and (arg.endswith(".onnx") or os.sep in arg
-                                        or os.path.isfile(arg))
+    """Whether ``kiln bench`` got a model (an ``.onnx`` name or an existing file) rather than
+    suite names; a folder, such as the value of ``--out``, is not one."""
+    return not arg.startswith("-") and (arg.endswith(".onnx") or os.path.isfile(arg))
 
 
 # ---------------------------------------------------------------------------------------

@@ -160,3 +160,12 @@ def test_demo_model_part_small(capsys):
     assert demo.model_demo("resnet18", hw=32, rounds=1)
     out = capsys.readouterr().out
     assert "kernels from" in out and "max abs diff" in out and "kiln / onnxruntime" in out
+
+
+def test_bench_suites_take_an_output_folder_with_a_path(tmp_path, monkeypatch):
+    """``kiln bench SUITE --out /a/folder``: the folder is the suites' option, not a model."""
+    seen = []
+    monkeypatch.setattr(cli, "_bench_suites", lambda args: seen.append(args) or 0)
+    out = str(tmp_path / "results")
+    assert cli.main(["bench", "foundation", "--quick", "--out", out]) == 0
+    assert seen == [["foundation", "--quick", "--out", out]]
