@@ -194,3 +194,7 @@ def fake_quantization_to_integer(graph: Graph) -> Graph:
         return _rewrite_quantized(n, m, _through_reshapes(t.inputs[0]).inputs[0])
 
     return rewrite(graph, fn)
+
+
+# TVM's relay.quantize namespace: the post-training quantizer beside the QDQ pass
+from .ptq import QConfig, current_qconfig, qconfig, quantize  # noqa: E402, F401
