@@ -117,7 +117,7 @@ def _sites(g: Graph, skip: tuple[int, ...]) -> list[_Site]:
 def _calibrate(g: Graph, sites: list[_Site], dataset: Iterable[dict], cfg: QConfig
                ) -> dict[int, float]:
     """The largest magnitude (or its percentile) of every anchor's input and tail."""
-    import kiln
+    from kiln.runtime.device import cpu
     from kiln.runtime.graph_executor import GraphModule
 
     from .build_module import build
@@ -128,7 +128,7 @@ def _calibrate(g: Graph, sites: list[_Site], dataset: Iterable[dict], cfg: QConf
         watched.setdefault(s.tail.uid, s.tail)
     nodes = list(watched.values())
     lib = build(Module(Graph(g.inputs, nodes)), "llvm")
-    gm = GraphModule(lib["default"](kiln.cpu(0)))
+    gm = GraphModule(lib["default"](cpu(0)))
     samples: dict[int, list[np.ndarray]] = {n.uid: [] for n in nodes}
     count = 0
     for feed in dataset:
