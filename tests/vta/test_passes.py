@@ -183,3 +183,13 @@ def test_fold_skips_loops_of_extent_one():
     idx[0, :, 0, 0] = np.arange(5) * 2
     kernel = fold_uop_loops(idx)
     assert (kernel.iter_out, kernel.factor_out, len(kernel.uops)) == (5, (2, 0, 0), 1)
+
+
+def test_a_copy_of_no_element_is_a_clear_error():
+    """A DMA copy whose loops have no iteration for a tile (a leftover tail under virtual
+    threads) says so, instead of failing on an empty index array."""
+    from kiln.vta.passes.inject_dma import _tiles
+
+    empty = np.zeros(0, np.int64)
+    with pytest.raises(NotImplementedError, match="moves no element"):
+        _tiles(empty, empty, np.zeros(0, bool), 16)

@@ -123,6 +123,10 @@ def _tiles(sram_idx: np.ndarray, dram_idx: np.ndarray, valid: np.ndarray,
     order = np.argsort(sram_idx, kind="stable")
     sram, dram, ok = sram_idx[order], dram_idx[order], valid[order]
     n = sram.size
+    if n == 0:
+        raise NotImplementedError("dma_copy: the copy moves no element here (a loop of the "
+                                  "copy has no iteration for this tile: a leftover tail of a "
+                                  "split under virtual threads); make the extents divide")
     if n % elems or sram[0] % elems or not np.array_equal(sram, sram[0] + np.arange(n)):
         raise NotImplementedError("dma_copy: the on-chip side must be whole contiguous tiles")
     dram, ok = dram.reshape(-1, elems), ok.reshape(-1, elems)
