@@ -156,6 +156,27 @@ def torch_on_gpu() -> tuple[Any, bool]:
     return torch, have_gpu
 
 
+def kernel_figure(key: str, label: str, r: dict[str, Any]) -> common.Figure:
+    """The row of one kernel measured by :func:`measure`: kiln's time against PyTorch's,
+    marked when its result was wrong."""
+    return common.Figure(
+        key, label, r["kiln_s"], "s", reference=r["torch_s"], reference_label="PyTorch",
+        notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})")
+
+
+def write_gpu_report(name: str, figures: list[common.Figure], torch, have_gpu: bool, *,
+                     settings: dict[str, Any], details: dict[str, Any], started: float,
+                     t0: float, out_dir, title: str, verbose: bool) -> str:
+    """Write a GPU suite's report (the GPU's name among the machine facts, TF32 off in the
+    settings), show it, and return its text."""
+    _, md_path, text = common.write_report(
+        name, figures, machine=gpu_machine_info(torch, have_gpu),
+        settings={**settings, "tf32": False}, details=details, started=started,
+        duration_s=time.perf_counter() - t0, out_dir=out_dir, title=title)
+    common.show_report(text, md_path, verbose)
+    return text
+
+
 def gpu_machine_info(torch, have_gpu: bool) -> dict[str, Any]:
     """``common.machine_info()`` with the GPU's name where one was used."""
     machine = common.machine_info()
@@ -252,17 +273,10 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
                 f"{100 * r['kiln_gbps'] / details['copy_bandwidth_gbps']:.0f}% of copy"
                 if "kiln_gbps" in r else
                 f"{r['kiln_gflops']:.0f} vs {r['torch_gflops']:.0f} GFLOP/s")
-        figures.append(common.Figure(
-            w["key"], f"{w['label']} ({rate})", r["kiln_s"], "s", reference=r["torch_s"],
-            reference_label="PyTorch",
-            notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})"))
-    machine = gpu_machine_info(torch, have_gpu)
-    _, md_path, text = common.write_report(
-        NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
-        details=details, started=started, duration_s=time.perf_counter() - t0,
-        out_dir=out_dir, title="GPU (CUDA)")
-    common.show_report(text, md_path, verbose)
-    return text
+        figures.append(kernel_figure(w["key"], f"{w['label']} ({rate})", r))
+    return write_gpu_report(NAME, figures, torch, have_gpu, settings={"quick": quick},
+                            details=details, started=started, t0=t0, out_dir=out_dir,
+                            title="GPU (CUDA)", verbose=verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

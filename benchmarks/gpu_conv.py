@@ -106,16 +106,12 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
                                          notes=f"{type(e).__name__}: {e}"[:200]))
             continue
         details[w["key"]] = r
-        figures.append(common.Figure(
+        figures.append(gpu.kernel_figure(
             w["key"], f"{w['label']} ({r['kiln_gflops']:.0f} vs {r['torch_gflops']:.0f} "
-            f"GFLOP/s)", r["kiln_s"], "s", reference=r["torch_s"], reference_label="PyTorch",
-            notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})"))
-    _, md_path, text = common.write_report(
-        NAME, figures, machine=gpu.gpu_machine_info(torch, have_gpu),
-        settings={"quick": quick, "tf32": False}, details=details, started=started,
-        duration_s=time.perf_counter() - t0, out_dir=out_dir, title="GPU convolution layers")
-    common.show_report(text, md_path, verbose)
-    return text
+            f"GFLOP/s)", r))
+    return gpu.write_gpu_report(NAME, figures, torch, have_gpu, settings={"quick": quick},
+                                details=details, started=started, t0=t0, out_dir=out_dir,
+                                title="GPU convolution layers", verbose=verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -239,14 +239,10 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             continue
         details[key].update(r)
         figures += _figures(key, label, compile_s, r, "")
-    machine = gpu.gpu_machine_info(torch, have_gpu)
-    _, md_path, text = common.write_report(
-        NAME, figures, machine=machine,
-        settings={"quick": quick, "tf32": False, "hw": HW, "batches": list(BATCHES)},
-        details=details, started=started, duration_s=time.perf_counter() - t0,
-        out_dir=out_dir, title="GPU models (CUDA)")
-    common.show_report(text, md_path, verbose)
-    return text
+    return gpu.write_gpu_report(
+        NAME, figures, torch, have_gpu,
+        settings={"quick": quick, "hw": HW, "batches": list(BATCHES)}, details=details,
+        started=started, t0=t0, out_dir=out_dir, title="GPU models (CUDA)", verbose=verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

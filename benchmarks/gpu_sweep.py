@@ -124,22 +124,15 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         details[key] = r
         if r["correct"] and r["kiln_s"] < best.get(workload, (float("inf"), ""))[0]:
             best[workload] = (r["kiln_s"], name)
-        figures.append(common.Figure(
-            key, f"{key} ({_rate(w, r['kiln_s'])})", r["kiln_s"], "s",
-            reference=r["torch_s"], reference_label="PyTorch",
-            notes="" if r["correct"] else f"WRONG RESULT (rel err {r['max_rel_err']:.1e})"))
+        figures.append(gpu.kernel_figure(key, f"{key} ({_rate(w, r['kiln_s'])})", r))
     for f in figures:
         workload, name = f.key.split(": ", 1)
         if best.get(workload, (0.0, None))[1] == name:
             f.notes = "fastest"
     details["fastest"] = {wl: name for wl, (_, name) in best.items()}
-    machine = gpu.gpu_machine_info(torch, have_gpu)
-    _, md_path, text = common.write_report(
-        NAME, figures, machine=machine, settings={"quick": quick, "tf32": False},
-        details=details, started=started, duration_s=time.perf_counter() - t0,
-        out_dir=out_dir, title="GPU schedule sweep (CUDA)")
-    common.show_report(text, md_path, verbose)
-    return text
+    return gpu.write_gpu_report(NAME, figures, torch, have_gpu, settings={"quick": quick},
+                                details=details, started=started, t0=t0, out_dir=out_dir,
+                                title="GPU schedule sweep (CUDA)", verbose=verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

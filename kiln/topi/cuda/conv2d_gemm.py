@@ -34,7 +34,7 @@ from kiln import autotvm, te
 from kiln.te.tensor import Operation
 
 from .. import nn
-from ..nn.utils import _pair, conv_out_size, get_pad_tuple
+from ..nn.utils import conv_window
 from ..utils import all_ops, as_list, get_const_tuple, traverse_inline
 from .dense import schedule_matmul_tiled
 from .injective import schedule_injective_from_existing
@@ -66,11 +66,9 @@ def prefers_implicit_gemm(data, kernel, strides, padding, dilation) -> bool:
     too few blocks."""
     batch, in_c, in_h, in_w = get_const_tuple(data.shape)
     out_c, _, kh, kw = get_const_tuple(kernel.shape)
-    (sh, sw), (dh, dw) = _pair(strides, "stride"), _pair(dilation, "dilation")
-    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
-    outputs = batch * out_c * conv_out_size(in_h, kh, pt, pb, sh, dh) \
-        * conv_out_size(in_w, kw, pl, pr, sw, dw)
-    taps, strided = in_c * kh * kw, max(sh, sw) > 1
+    window = conv_window((in_h, in_w), (kh, kw), strides, padding, dilation)
+    outputs = batch * out_c * window.out_hw[0] * window.out_hw[1]
+    taps, strided = in_c * kh * kw, max(window.strides) > 1
     if outputs >= 1 << 18:
         return strided or (kh, kw) != (1, 1) or taps >= 256
     if (kh, kw) == (1, 1) and not strided:
@@ -87,11 +85,8 @@ def conv2d_nchw_implicit_gemm(data, kernel, strides, padding, dilation, out_dtyp
     if k_c != in_c:
         raise ValueError(f"conv2d_nchw_implicit_gemm: the kernel has {k_c} input channels, "
                          f"the data {in_c}")
-    sh, sw = _pair(strides, "stride")
-    dh, dw = _pair(dilation, "dilation")
-    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (out_h, out_w) = conv_window(
+        (in_h, in_w), (kh, kw), strides, padding, dilation)
     padded = nn.pad(data, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_temp") \
         if any((pt, pl, pb, pr)) else data
     taps, pixels = kh * kw, out_h * out_w

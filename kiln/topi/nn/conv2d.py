@@ -17,7 +17,7 @@ from kiln.ir.op import cast
 
 from ..utils import get_const_tuple
 from .pad import pad, pad_masked
-from .utils import _pair, conv_out_size, get_pad_tuple
+from .utils import _pair, conv_out_size, conv_window, get_pad_tuple
 
 
 def _cast(x, dtype):
@@ -58,8 +58,6 @@ def group_conv2d_nchw(Input, Filter, stride, padding, dilation, groups, out_dtyp
     out_dtype = dt.normalize(out_dtype or Input.dtype)
     batch, in_c, in_h, in_w = get_const_tuple(Input.shape)
     out_c, f_c, kh, kw = get_const_tuple(Filter.shape)
-    sh, sw = _pair(stride, "stride")
-    dh, dw = _pair(dilation, "dilation")
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"groups must be a positive int, got {groups!r}")
     if in_c % groups or out_c % groups:
@@ -68,9 +66,8 @@ def group_conv2d_nchw(Input, Filter, stride, padding, dilation, groups, out_dtyp
     if f_c * groups != in_c:
         raise ValueError(f"{_name}: the filter has {f_c} input channels per group, expected "
                          f"{in_c // groups} (input channels {in_c} / groups {groups})")
-    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (out_h, out_w) = conv_window(
+        (in_h, in_w), (kh, kw), stride, padding, dilation)
     temp = _padded(Input, [0, 0, pt, pl], [0, 0, pb, pr], "pad_temp")
     rc = te.reduce_axis((0, f_c), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -144,11 +141,8 @@ def conv2d_NCHWc(data, kernel, stride, padding, dilation, layout=None, out_layou
     if _block_of(out_layout, "out_layout") not in (None, oc_bn):
         raise ValueError(f"conv2d_NCHWc: out_layout {out_layout} does not match kernel block "
                          f"{oc_bn}")
-    sh, sw = _pair(stride, "stride")
-    dh, dw = _pair(dilation, "dilation")
-    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (out_h, out_w) = conv_window(
+        (in_h, in_w), (kh, kw), stride, padding, dilation)
     data_pad = _padded(data, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "data_pad", masked=True)
     icc = te.reduce_axis((0, ic_chunk), name="icc")
     ry = te.reduce_axis((0, kh), name="ry")

@@ -7,7 +7,7 @@ from kiln.ir import dtype as dt
 
 from ..utils import get_const_tuple
 from .conv2d import _block_of, _cast, _padded
-from .utils import _pair, conv_out_size, get_pad_tuple
+from .utils import _pair, conv_out_size, conv_window, get_pad_tuple
 
 
 def depthwise_conv2d_nchw(Input, Filter, stride, padding, dilation, out_dtype=None):  # noqa: N803
@@ -56,11 +56,8 @@ def depthwise_conv2d_NCHWc(Input, Filter, stride, padding, dilation, layout=None
         if _block_of(lay, "layout") not in (None, c_bn):
             raise ValueError(f"depthwise_conv2d_NCHWc: layout {lay} does not match block "
                              f"{c_bn}")
-    sh, sw = _pair(stride, "stride")
-    dh, dw = _pair(dilation, "dilation")
-    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (out_h, out_w) = conv_window(
+        (in_h, in_w), (kh, kw), stride, padding, dilation)
     temp = _padded(Input, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], "PaddedInput", masked=True)
     di = te.reduce_axis((0, kh), name="di")
     dj = te.reduce_axis((0, kw), name="dj")

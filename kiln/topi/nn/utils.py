@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..utils import get_const_int
 
 
@@ -57,4 +59,25 @@ def conv_out_size(size: int, kernel: int, pad_before: int, pad_after: int, strid
     return out
 
 
-__all__ = ["get_pad_tuple", "conv_out_size"]
+class ConvWindow(NamedTuple):
+    """Where a 2-D convolution's window goes: its strides and dilation, the input's padding
+    ``(top, left, bottom, right)`` and the output's height and width."""
+
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    out_hw: tuple[int, int]
+
+
+def conv_window(in_hw: tuple[int, int], kernel_hw: tuple[int, int], stride, padding,
+                dilation) -> ConvWindow:
+    """The :class:`ConvWindow` of a ``kernel_hw`` kernel over an ``in_hw`` input."""
+    (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation, "dilation")
+    (kh, kw), (in_h, in_w) = kernel_hw, in_hw
+    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
+    return ConvWindow((sh, sw), (dh, dw), (pt, pl, pb, pr),
+                      (conv_out_size(in_h, kh, pt, pb, sh, dh),
+                       conv_out_size(in_w, kw, pl, pr, sw, dw)))
+
+
+__all__ = ["get_pad_tuple", "conv_out_size", "ConvWindow", "conv_window"]
