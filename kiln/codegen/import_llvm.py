@@ -12,6 +12,7 @@ and ``fcompile`` see the IR's code like any other.
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -77,8 +78,10 @@ def _c_string(line: str) -> str:
     return '"' + line.replace("\\", "\\\\").replace('"', '\\"') + '\\n"'
 
 
+@functools.lru_cache(maxsize=64)
 def llvm_ir_to_c(ir: str) -> str:
-    """C source defining what LLVM ``ir`` defines: prototypes, then its assembly."""
+    """C source defining what LLVM ``ir`` defines: prototypes, then its assembly (``llc``
+    runs once per IR text in a process)."""
     lines = [ln for ln in _assembly(ir).splitlines()
              if ln.strip() and not ln.strip().startswith(_DROPPED_DIRECTIVES)]
     body = "\n  ".join(_c_string(ln) for ln in [".pushsection .text", *lines, ".popsection"])
