@@ -20,7 +20,8 @@ For each model: the compile time of the dynamic build (once) and of each special
 (each with an empty compile cache);
 for each size: the run time of the three (medians of interleaved repeats), and the largest
 difference of kiln's outputs from onnxruntime's. Nothing here is a pass/fail criterion
-(docs/dynamic.md discusses the numbers).
+(docs/dynamic.md discusses the numbers). ``--only PART ...`` runs some of the parts
+(:data:`PARTS`: ``tails``, ``resnet18``, ``mlp``, ``attention``).
 """
 
 from __future__ import annotations
@@ -66,19 +67,26 @@ def settings(quick: bool) -> dict[str, Any]:
             "min_time": 0.02 if quick else 0.1}
 
 
-def _models(cfg: dict[str, Any]) -> list[tuple[str, Any, str, list[int], Any]]:
-    """``(label, dynamic ONNX model, input name, sizes, input shape of a size)``."""
+#: the parts of the suite ``--only`` chooses from: the tail strategies, then each model
+PARTS = ("tails", "resnet18", "mlp", "attention")
+
+
+def _models(cfg: dict[str, Any], parts: Sequence[str]
+            ) -> list[tuple[str, Any, str, list[int], Any]]:
+    """``(label, dynamic ONNX model, input name, sizes, input shape of a size)`` of the
+    models among ``parts``."""
     from kiln.relay import testing
 
     hw = cfg["resnet_hw"]
-    return [
-        (f"resnet18 {hw}x{hw}", testing.resnet18(hw=hw, batch="batch"), "input",
-         cfg["batches"], lambda b: (b, 3, hw, hw)),
-        ("mlp_block d=64", testing.mlp_block(seq="seq"), "x", cfg["seqs"],
-         lambda s: (s, 64)),
-        ("attention_block d=64", testing.attention_block(seq="seq"), "x", cfg["seqs"],
-         lambda s: (s, 64)),
-    ]
+    models = {
+        "resnet18": lambda: (f"resnet18 {hw}x{hw}", testing.resnet18(hw=hw, batch="batch"),
+                             "input", cfg["batches"], lambda b: (b, 3, hw, hw)),
+        "mlp": lambda: ("mlp_block d=64", testing.mlp_block(seq="seq"), "x", cfg["seqs"],
+                        lambda s: (s, 64)),
+        "attention": lambda: ("attention_block d=64", testing.attention_block(seq="seq"), "x",
+                              cfg["seqs"], lambda s: (s, 64)),
+    }
+    return [make() for part, make in models.items() if part in parts]
 
 
 @contextmanager
@@ -255,15 +263,19 @@ def bench_model(label: str, model, inp: str, sizes: list[int], shape_of,
 
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
-        verbose: bool = True) -> str:
-    """Run the suite, write ``<out_dir>/dynamic.{json,md}``, return the markdown."""
+        verbose: bool = True, only: Sequence[str] | None = None) -> str:
+    """Run the suite (or its ``only`` parts, of :data:`PARTS`), write
+    ``<out_dir>/dynamic.{json,md}``, return the markdown."""
     started, t0 = time.time(), time.perf_counter()
     cfg = settings(quick)
+    parts = only or PARTS
     say = common.progress(NAME, verbose)
     load_start = common.load_average()
-    figures, strategies = bench_strategies(cfg, say)
-    details: dict[str, Any] = {"tail strategies": strategies}
-    for label, model, inp, sizes, shape_of in _models(cfg):
+    figures: list[Figure] = []
+    details: dict[str, Any] = {}
+    if "tails" in parts:
+        figures, details["tail strategies"] = bench_strategies(cfg, say)
+    for label, model, inp, sizes, shape_of in _models(cfg, parts):
         f, d = bench_model(label, model, inp, sizes, shape_of, cfg, say)
         figures += f
         details[label] = d
@@ -276,9 +288,11 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.suite_parser(NAME, DESCRIPTION, "ResNet-18 at 64x64, batch 1 and 16; "
-                                                  "3 repeats").parse_args(argv)
-    run(quick=args.quick, out_dir=args.out)
+    p = common.suite_parser(NAME, DESCRIPTION, "ResNet-18 at 64x64, batch 1 and 16; 3 repeats")
+    p.add_argument("--only", nargs="+", choices=PARTS, metavar="PART",
+                   help=f"only these parts ({', '.join(PARTS)})")
+    args = p.parse_args(argv)
+    run(quick=args.quick, out_dir=args.out, only=args.only)
     return 0
 
 

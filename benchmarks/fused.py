@@ -2,7 +2,10 @@
 of two independent stages against the default schedule, where each stage has its own
 parallel loop.
 
-For M = 1..8 rows per stage (N elements each), with 1 and 2 threads, two workloads:
+For M = 1..8 rows per stage (N elements each), with 1 and 2 threads, two workloads, each
+unfused, fused end to end, and fused with the rows interleaved (``interleave=1``: X's row 0,
+Y's row 0, X's row 1, ..., so that each thread's chunk of the parallel loop holds rows of
+both branches; built for each M, since interleaving needs constant extents):
 
 * **balanced**: ``X = A + 1``, ``Y = B + 3`` (equal work per row), ``Z = X * Y``;
 * **unbalanced**: ``X = A[:, 0] + 1`` (one load per row), ``Y = sigmoid(exp(B))``, ``Z = X + Y``.
@@ -36,9 +39,10 @@ from benchmarks import common  # noqa: E402
 from benchmarks.common import Figure  # noqa: E402
 
 NAME = "fused"
-DESCRIPTION = ("create_fused_loop (seed 002, F6): fused vs unfused parallel loops, balanced "
-               "and unbalanced branches, M = 1..8, 1 and 2 threads; an inception block "
-               "with and without the graph pass, next to onnxruntime")
+DESCRIPTION = ("create_fused_loop (seed 002, F6): fused (end to end, interleaved) vs unfused "
+               "parallel loops, balanced and unbalanced branches, M = 1..8, 1 and 2 "
+               "threads; an inception block with and without the graph pass, next to "
+               "onnxruntime")
 
 ROWS = tuple(range(1, 9))
 THREADS = (1, 2)
@@ -64,22 +68,27 @@ def _workload(kind: str, M, N: int):
     return (A, B, X, Y, Z), lambda a, b: (a[:, :1] + 1) + 1 / (1 + np.exp(-np.exp(b)))
 
 
-def build(kind: str, fused: bool, N: int):
-    """The module for any M (M is a variable): the seed's default parallelized schedule, or
-    X and Y fused into one parallel loop."""
+#: the schedules compared: the seed's default (one parallel loop per stage), X and Y fused
+#: end to end, fused with their rows interleaved one by one
+VARIANTS = ("default", "fused", "interleaved")
+
+
+def build(kind: str, variant: str, N: int, M: int | None = None):
+    """The module of ``variant`` (:data:`VARIANTS`) for M rows (None: any M, a variable;
+    ``interleaved`` needs a constant)."""
     import kiln
     from kiln import te
 
-    (A, B, X, Y, Z), reference = _workload(kind, te.var("M"), N)
+    (A, B, X, Y, Z), reference = _workload(kind, te.var("M") if M is None else M, N)
     s = te.create_schedule(Z.op)
-    if fused:
-        new = s.create_fused_loop([[X], [Y]], [X, Y], [X.shape[0], Y.shape[0]])
-        s[new[0]].parallel(new[0].op.loop_axis)
-    else:
+    if variant == "default":
         s[X].parallel(X.op.axis[0])
         s[Y].parallel(Y.op.axis[0])
-    return kiln.build(s, [A, B, Z], "llvm", name=f"{kind}_{'fused' if fused else 'default'}"), \
-        reference
+    else:
+        new = s.create_fused_loop([[X], [Y]], [X, Y], [X.shape[0], Y.shape[0]],
+                                  interleave=1 if variant == "interleaved" else None)
+        s[new[0]].parallel(new[0].op.loop_axis)
+    return kiln.build(s, [A, B, Z], "llvm", name=f"{kind}_{variant}"), reference
 
 
 def bench_point(mods: dict[str, Any], reference: Callable, M: int, N: int,
@@ -170,22 +179,28 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     speedups: dict[str, list[float | None]] = {}
     for kind in ("balanced", "unbalanced"):
         say(f"{kind}: building")
-        built = {name: build(kind, name == "fused", cfg["N"]) for name in ("fused", "default")}
-        mods = {name: mod for name, (mod, _) in built.items()}
+        built = {name: build(kind, name, cfg["N"]) for name in VARIANTS[:2]}
         reference = built["fused"][1]
+        interleaved = {M: build(kind, "interleaved", cfg["N"], M)[0] for M in ROWS}
         for threads in thread_counts():
-            series = speedups.setdefault(f"kiln {kind}, {threads} thread(s)", [])
+            series = {variant: speedups.setdefault(f"kiln {kind} {variant}, {threads} "
+                                                   f"thread(s)", []) for variant in VARIANTS[1:]}
             with common.threads_limited(threads) if threads != "default" else nullcontext():
                 for M in ROWS:
+                    mods = {name: mod for name, (mod, _) in built.items()}
+                    mods["interleaved"] = interleaved[M]
                     t = bench_point(mods, reference, M, cfg["N"], cfg)
-                    series.append(t["default"] / t["fused"])
-                    figures.append(Figure(
-                        key=f"{kind}.M{M}.threads{threads}",
-                        label=f"{kind}, M={M}, {threads} thread(s): fused",
-                        kiln=t["fused"], unit="s", reference=t["default"],
-                        reference_label="unfused"))
-            say(f"{kind}, {threads} thread(s): speedups "
-                + " ".join(f"{v:.2f}" for v in series))
+                    for variant in VARIANTS[1:]:
+                        series[variant].append(t["default"] / t[variant])
+                        figures.append(Figure(
+                            key=f"{kind}.M{M}.threads{threads}"
+                                + ("" if variant == "fused" else f".{variant}"),
+                            label=f"{kind}, M={M}, {threads} thread(s): {variant}",
+                            kiln=t[variant], unit="s", reference=t["default"],
+                            reference_label="unfused"))
+            for variant, values in series.items():
+                say(f"{kind} {variant}, {threads} thread(s): speedups "
+                    + " ".join(f"{v:.2f}" for v in values))
     model_figures, model_details = bench_model(cfg, say)
     figures += model_figures
     out = common.results_dir(out_dir)

@@ -1,5 +1,5 @@
 """Reduced-precision suite (issue 24): each model of the models suite compiled in float32 and
-in a reduced precision (bf16), their accuracy against float32 and their latency.
+in a reduced precision (bf16, or int8), their accuracy against float32 and their latency.
 
 ``kiln bench models --precision bf16`` (``python -m benchmarks precision``, or
 ``python -m benchmarks.precision [--models a,b] [--precision bf16]``) builds each network of
@@ -13,6 +13,11 @@ precision="fp32")`` and ``precision="bf16"``, then:
 * **latency** of one inference, kiln fp32, kiln bf16 and OpenVINO in its default precision
   (bf16 on CPUs that have it; a row saying so when it is not installed), 2 threads,
   repeats interleaved, median.
+
+``--precision int8`` quantizes each model with onnxruntime's static quantizer (QDQ,
+:func:`quantize_qdq`) and times kiln fp32, kiln int8 and onnxruntime int8 on that model,
+with the top-1 agreement of both int8 runs with kiln's fp32 output
+(:func:`bench_int8_model`).
 
 A CPU without bf16 instructions gets rows saying so (kiln raises, it does not emulate).
 Writes ``results/precision.json`` and ``results/precision.md``. Nothing here asserts on
@@ -124,6 +129,84 @@ def bench_model(key: str, label: str, kwargs: dict[str, int], precision: str,
     return figures, details
 
 
+#: random inputs onnxruntime's quantizer calibrates the int8 models on
+CALIBRATION_INPUTS = 4
+
+
+def quantize_qdq(model, name: str, shape: tuple[int, ...]):
+    """``model`` quantized statically by onnxruntime, as docs/precision.md does it:
+    ``quant_pre_process`` (folds batch norms), then ``quantize_static`` to QDQ with
+    per-channel int8 weights and uint8 activations, calibrated on
+    :data:`CALIBRATION_INPUTS` random inputs (seeds 100, 101, ...)."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader:
+        def __init__(self):
+            self.feeds = iter([{name: np.random.default_rng(100 + s).standard_normal(shape)
+                                .astype(np.float32)} for s in range(CALIBRATION_INPUTS)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    with tempfile.TemporaryDirectory() as d:
+        src, pre, dst = (str(Path(d) / f) for f in ("f.onnx", "p.onnx", "q.onnx"))
+        onnx.save(model, src)
+        quant_pre_process(src, pre)
+        quantize_static(pre, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        return onnx.load(dst)
+
+
+def bench_int8_model(key: str, label: str, kwargs: dict[str, int], precision: str,
+                     cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, Any]]:
+    """``key`` in float32 and quantized (:func:`quantize_qdq`): kiln fp32, kiln int8 and
+    onnxruntime int8 (its CPU provider's defaults) on the same QDQ model; the top-1
+    agreement of both int8 runs with kiln's fp32 output; latency interleaved."""
+    import onnxruntime
+
+    from kiln.relay import testing
+
+    del precision  # int8: the QDQ model's own
+    model = testing.get_model(key, **kwargs)
+    inputs = [testing.random_input(model, seed=s) for s in range(cfg["inputs"])]
+    name = inputs[0][0]
+    xs = [x for _, x in inputs]
+    qdq = quantize_qdq(model, name, xs[0].shape)
+    fp32, int8 = _build(model, "fp32"), _build(qdq, "fp32")
+    so = onnxruntime.SessionOptions()
+    so.intra_op_num_threads = cfg["threads"]
+    sess = onnxruntime.InferenceSession(qdq.SerializeToString(), so,
+                                        providers=["CPUExecutionProvider"])
+    references = _outputs(fp32, name, xs)
+    acc = accuracy(_outputs(int8, name, xs), references)
+    ort_acc = accuracy([sess.run(None, {name: x})[0] for x in xs], references)
+    fp32.set_input(name, xs[0])
+    int8.set_input(name, xs[0])
+    feed = {name: xs[0]}
+    timings = common.interleaved(
+        {"fp32": fp32.run, "int8": int8.run, "onnxruntime_int8": lambda: sess.run(None, feed)},
+        repeat=cfg["repeat"], min_time=cfg["min_time"], settle={"onnxruntime_int8": 0.05})
+    t = {k: v.median for k, v in timings.items()}
+    notes = (f"max rel diff {acc['max_rel']:.1e}, top-1 agreement {100 * acc['top1']:.1f}% "
+             f"(onnxruntime int8: {100 * ort_acc['top1']:.1f}%) on {len(xs)} random inputs")
+    figures = [
+        Figure(key=f"{key}.int8_vs_fp32", label=f"{label} int8 vs kiln fp32", kiln=t["int8"],
+               unit="s", reference=t["fp32"], reference_label="kiln fp32", notes=notes),
+        Figure(key=f"{key}.int8_vs_onnxruntime", label=f"{label} int8 vs onnxruntime int8",
+               kiln=t["int8"], unit="s", reference=t["onnxruntime_int8"],
+               reference_label=f"onnxruntime {onnxruntime.__version__} int8",
+               notes="the same QDQ model"),
+    ]
+    details = {"accuracy": acc, "onnxruntime_accuracy": ort_acc,
+               "timings": {k: v.to_dict() for k, v in timings.items()},
+               "input": {name: list(xs[0].shape)}}
+    return figures, details
+
+
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
         verbose: bool = True, models: Sequence[str] | None = None,
         precision: str = "bf16") -> str:
@@ -145,7 +228,8 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         label, kwargs = MODELS[key]
         if verbose:
             print(f"[{NAME}] {label} {precision} ...", file=sys.stderr, flush=True)
-        figs, details[key] = bench_model(key, label, kwargs, precision, cfg)
+        bench = bench_int8_model if precision == "int8" else bench_model
+        figs, details[key] = bench(key, label, kwargs, precision, cfg)
         figures += figs
         gc.collect()
     machine = common.machine_info()
@@ -166,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="results directory (default: results/)")
     p.add_argument("--models", default=None, metavar="M1,M2",
                    help="models, comma-separated (default: all of the models suite)")
-    p.add_argument("--precision", default="bf16", choices=("bf16",))
+    p.add_argument("--precision", default="bf16", choices=("bf16", "int8"))
     args = p.parse_args(argv)
     run(quick=args.quick, out_dir=args.out,
         models=args.models.split(",") if args.models else None, precision=args.precision)

@@ -1,10 +1,11 @@
-"""Per-kernel profile of ResNet-18 and MobileNetV2 (224x224, batch 1, kiln.relay.testing's
-models), with the whole-model latency of kiln and onnxruntime interleaved in one process
+"""Per-kernel profile of ResNet-18 and MobileNetV2 (224x224, batch 1), the BERT-base encoder
+(sequence 128) and ViT-B/16 (kiln.relay.testing's models; ``bert_layer``: one BERT-base
+layer), with the whole-model latency of kiln and onnxruntime interleaved in one process
 (``python -m benchmarks models`` is the full suite). Not a test (no timing assertions): run
 it by hand with the thread count fixed, e.g.
 
     OMP_NUM_THREADS=2 python -m benchmarks.profile_models [resnet18] [mobilenet_v2]
-        [--profile N] [--ort-no-spin]
+        [bert_encoder] [bert_layer] [vit] [--profile N] [--ort-no-spin]
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import numpy as np
 def _models():
     from kiln.relay import testing
 
-    return {"resnet18": testing.resnet18, "mobilenet_v2": testing.mobilenet_v2}
+    return {"resnet18": testing.resnet18, "mobilenet_v2": testing.mobilenet_v2,
+            "bert_encoder": testing.bert_encoder, "bert_layer": lambda: testing.bert_encoder(
+                layers=1), "vit": testing.vit}
 
 
 def measure(name: str, rounds: int = 15, number: int = 5, profile: int = 0,
@@ -68,7 +71,7 @@ def measure(name: str, rounds: int = 15, number: int = 5, profile: int = 0,
 
 def main(argv: list[str]) -> None:
     profile = int(argv[argv.index("--profile") + 1]) if "--profile" in argv else 0
-    names = [a for a in argv if a in _models()] or list(_models())
+    names = [a for a in argv if a in _models()] or ["resnet18", "mobilenet_v2"]
     for name in names:
         r = measure(name, profile=profile, ort_spin="--ort-no-spin" not in argv)
         print(f"{name}: kiln {r['kiln_ms']:.2f} ms, onnxruntime {r['ort_ms']:.2f} ms "

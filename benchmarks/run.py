@@ -29,9 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the suites and exit")
     p.add_argument("--models", default=None, metavar="M1,M2",
                    help="the models suite's models, comma-separated (default: all)")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                   help="bf16: the models suite's models in bf16 against fp32, accuracy and "
-                        "latency (the precision suite)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"),
+                   help="bf16 / int8: the models suite's models in bf16 (int8: quantized "
+                        "by onnxruntime, QDQ) against fp32, accuracy and latency (the "
+                        "precision suite)")
     args = p.parse_args(argv)
     if args.list:
         for name in SUITES:

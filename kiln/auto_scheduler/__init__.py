@@ -15,12 +15,14 @@ from .dispatcher import ApplyHistoryBest, DispatchContext, schedule_from_history
 from .loop_state import State
 from .measure import (
     LocalBuilder,
+    LocalRPCMeasureContext,
     LocalRunner,
     MeasureCallback,
     MeasureErrorNo,
     MeasureInput,
     MeasureResult,
     RecordToFile,
+    RPCRunner,
 )
 from .measure_record import RecordReader, load_best_record, load_records, save_records
 from .relay_integration import extract_tasks
@@ -32,7 +34,7 @@ from .workload_registry import make_workload_key, register_workload, register_wo
 __all__ = ["ComputeDAG", "State", "SearchTask", "TuningOptions", "auto_schedule",
            "register_workload", "make_workload_key", "SearchPolicy", "SketchPolicy",
            "CostModel", "AnalyticCostModel", "XGBModel", "RandomModel", "LocalBuilder",
-           "LocalRunner",
+           "LocalRunner", "RPCRunner", "LocalRPCMeasureContext",
            "MeasureInput", "MeasureResult", "MeasureErrorNo", "MeasureCallback",
            "RecordToFile", "RecordReader", "load_records", "save_records", "load_best_record",
            "ApplyHistoryBest", "DispatchContext", "schedule_from_history", "extract_tasks",

@@ -6,6 +6,12 @@ factorization of the loop's extent, outermost first, the innermost at most
 :class:`Candidate` holds one choice for each; :meth:`Candidate.state` fills the sketch with
 them. Tile sizes always divide the extent exactly, so no candidate has loop tails.
 :func:`candidate_of` goes back: the candidate a logged state was made from.
+
+The evolutionary search changes candidates two ways: :func:`mutate` moves one prime factor
+between two levels of a split (or re-draws an unroll limit), :func:`crossover` (Ansor's)
+makes a child of two candidates of one sketch that takes each stage's choices from one
+of them. A crossover child can combine choices that do not replay together; the search
+keeps only children whose state replays (:meth:`SketchPolicy.evolutionary_search`).
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from dataclasses import dataclass, replace
 from .loop_state import PragmaStep, SplitStep, State
 from .sketch import Sketch
 
-__all__ = ["Candidate", "sample_candidate", "mutate", "factorizations", "candidate_of"]
+__all__ = ["Candidate", "sample_candidate", "mutate", "crossover", "factorizations",
+           "candidate_of"]
 
 #: the largest innermost tile (Ansor's ``max_innermost_split_factor``)
 MAX_INNERMOST_FACTOR = 64
+#: how often :func:`sample_candidate` draws tile sizes before giving up on the limits
+MAX_SAMPLE_TRIES = 1000
 #: the values of ``auto_unroll_max_step`` the search picks from (Ansor's CPU choices)
 UNROLL_CHOICES = (0, 16, 64, 512)
 
@@ -57,6 +66,9 @@ class Candidate:
         for i, src in sketch.follows.items():
             inner = self.tiles[src][-1]
             steps[i] = replace(steps[i], lengths=(inner,))
+        for i, refs in sketch.fused_follows.items():
+            steps[i] = replace(steps[i], lengths=(math.prod(self.tiles[j][level]
+                                                            for j, level in refs),))
         for i, value in self.unrolls.items():
             steps[i] = replace(steps[i], value=value)
         return State(steps)
@@ -68,7 +80,8 @@ class Candidate:
 
 def _open_splits(sketch: Sketch) -> list[int]:
     return [i for i, s in enumerate(sketch.steps) if isinstance(s, SplitStep)
-            and None in s.lengths and i not in sketch.follows]
+            and None in s.lengths and i not in sketch.follows
+            and i not in sketch.fused_follows]
 
 
 def _open_pragmas(sketch: Sketch) -> list[int]:
@@ -77,13 +90,19 @@ def _open_pragmas(sketch: Sketch) -> list[int]:
 
 
 def sample_candidate(sketches: list[Sketch], rng: random.Random) -> Candidate:
-    """A uniformly random sketch with uniformly random tile sizes and unroll limits."""
+    """A uniformly random sketch with uniformly random tile sizes (drawn again until they
+    keep the sketch's limits) and unroll limits."""
     k = rng.randrange(len(sketches))
     sk = sketches[k]
-    tiles = {i: rng.choice(factorizations(sk.steps[i].extent, len(sk.steps[i].lengths) + 1))
-             for i in _open_splits(sk)}
-    unrolls = {i: rng.choice(UNROLL_CHOICES) for i in _open_pragmas(sk)}
-    return Candidate(k, tiles, unrolls)
+    for _ in range(MAX_SAMPLE_TRIES):
+        tiles = {i: rng.choice(factorizations(sk.steps[i].extent,
+                                              len(sk.steps[i].lengths) + 1))
+                 for i in _open_splits(sk)}
+        if sk.allows(tiles):
+            unrolls = {i: rng.choice(UNROLL_CHOICES) for i in _open_pragmas(sk)}
+            return Candidate(k, tiles, unrolls)
+    raise RuntimeError(f"auto_scheduler: no tile sizes of sketch {sk} within its limits "
+                       f"in {MAX_SAMPLE_TRIES} draws")
 
 
 def mutate(c: Candidate, rng: random.Random) -> Candidate:
@@ -107,6 +126,23 @@ def mutate(c: Candidate, rng: random.Random) -> Candidate:
     if full[-1] > MAX_INNERMOST_FACTOR:
         return c
     return replace(c, tiles={**c.tiles, i: tuple(full)})
+
+
+def crossover(a: Candidate, b: Candidate, sketch: Sketch, rng: random.Random) -> Candidate:
+    """A child of ``a`` and ``b`` (candidates of ``sketch``): for each stage, every tile
+    size and unroll limit of that stage comes from one parent drawn at random (Ansor's
+    crossover, which keeps each stage's decisions together)."""
+    if a.sketch != b.sketch:
+        raise ValueError(f"crossover: parents of sketches {a.sketch} and {b.sketch}; "
+                         f"crossover combines candidates of one sketch")
+    stages = sorted({sketch.steps[i].stage for i in (*a.tiles, *a.unrolls)})
+    from_b = {s for s in stages if rng.random() < 0.5}
+
+    def parent(i: int) -> Candidate:
+        return b if sketch.steps[i].stage in from_b else a
+
+    return Candidate(a.sketch, {i: parent(i).tiles[i] for i in a.tiles},
+                     {i: parent(i).unrolls[i] for i in a.unrolls})
 
 
 def candidate_of(sketches: list[Sketch], state: State) -> Candidate | None:

@@ -14,16 +14,25 @@ first axis ``k.1``, its other loops named as in ``C``) and leaves ``C`` reducing
 Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]``,
 ``["RE", stage, [iters]]``, ``["FU", stage, [iters]]``, ``["AN", stage, iter, kind]``,
 ``["PR", stage, iter, "auto_unroll_max_step$N"]``, ``["CA", stage, target stage, iter]``,
-``["CI", stage]``, ``["CW", stage, scope]``, ``["RF", stage, iter, factor_axis]``.
+``["CI", stage]``, ``["CW", stage, scope]``, ``["CR", tensor, scope, [reader stages]]``,
+``["RF", stage, iter, factor_axis]``. An ``AN`` kind is ``parallel``, ``vectorize``,
+``unroll`` or a GPU thread axis the loop is bound to (``blockIdx.x``, ``vthread``,
+``threadIdx.x``). ``cache_read`` of tensor ``A`` adds the stage ``A.<scope>`` whose root
+loops are ``ax0``, ``ax1``, ... (TVM's names).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kiln.te import thread_axis
+
 __all__ = ["State", "Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
            "PragmaStep", "ComputeAtStep", "ComputeInlineStep", "CacheWriteStep",
-           "RfactorStep", "step_from_json"]
+           "CacheReadStep", "RfactorStep", "step_from_json", "THREAD_AXES"]
+
+#: the GPU thread axes an ``AnnotationStep`` binds a loop to
+THREAD_AXES = ("blockIdx.x", "vthread", "threadIdx.x")
 
 
 @dataclass
@@ -130,16 +139,21 @@ class FuseStep(Step):
 
 @dataclass(frozen=True)
 class AnnotationStep(Step):
-    """``parallel``, ``vectorize`` or ``unroll`` a loop."""
+    """``parallel``, ``vectorize`` or ``unroll`` a loop, or ``bind`` it to a GPU thread
+    axis (a kind of :data:`THREAD_AXES`)."""
 
     stage: str
     iter: str
     kind: str
 
     def apply(self, ctx):
-        if self.kind not in ("parallel", "vectorize", "unroll"):
+        stage, loop = ctx.stages[self.stage], ctx.iters[self.stage][self.iter]
+        if self.kind in THREAD_AXES:
+            stage.bind(loop, thread_axis(self.kind))
+        elif self.kind in ("parallel", "vectorize", "unroll"):
+            getattr(stage, self.kind)(loop)
+        else:
             raise ValueError(f"auto_scheduler: unknown annotation {self.kind!r}")
-        getattr(ctx.stages[self.stage], self.kind)(ctx.iters[self.stage][self.iter])
 
     def to_json(self):
         return ["AN", self.stage, self.iter, self.kind]
@@ -212,6 +226,30 @@ class CacheWriteStep(Step):
 
 
 @dataclass(frozen=True)
+class CacheReadStep(Step):
+    """``cache_read`` tensor ``A`` (an input of the ``readers`` stages, which then read
+    the copy) into the new stage ``A.<scope>``, its root loops ``ax0``, ``ax1``, ..."""
+
+    stage: str
+    scope: str
+    readers: tuple
+
+    @property
+    def new_stage(self) -> str:
+        return f"{self.stage}.{self.scope}"
+
+    def apply(self, ctx):
+        readers = [ctx.tensors[r] for r in self.readers]
+        tensor = next(t for t in readers[0].op.input_tensors if t.op.name == self.stage)
+        cache = ctx.sch.cache_read(tensor, self.scope, readers)
+        ctx.add_stage(self.new_stage, cache,
+                      {iv.var.name: f"ax{d}" for d, iv in enumerate(cache.op.axis)})
+
+    def to_json(self):
+        return ["CR", self.stage, self.scope, list(self.readers)]
+
+
+@dataclass(frozen=True)
 class RfactorStep(Step):
     """``rfactor`` stage ``C`` over its reduction loop ``iter``: the new stage ``C.rf``
     computes one partial result per value of ``iter`` (its axis ``factor_axis``), and
@@ -260,6 +298,8 @@ def step_from_json(record: list) -> Step:
         return ComputeInlineStep(f[0])
     if kind == "CW":
         return CacheWriteStep(f[0], f[1])
+    if kind == "CR":
+        return CacheReadStep(f[0], f[1], tuple(f[2]))
     if kind == "RF":
         return RfactorStep(f[0], f[1], int(f[2]))
     raise ValueError(f"auto_scheduler: unknown transform step {record!r}")

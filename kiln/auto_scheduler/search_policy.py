@@ -5,8 +5,10 @@ Each round (:meth:`SketchPolicy.continue_search_one_round`):
 1. **population**: the best candidates measured so far plus random annotations of random
    sketches (:func:`.annotation.sample_candidate`), ``population_size`` in all;
 2. **evolution**: for ``num_iters`` generations, parents drawn in proportion to their rank
-   under the cost model are mutated (:func:`.annotation.mutate`) and the best
-   ``population_size`` of parents and children survive;
+   under the cost model are mutated (:func:`.annotation.mutate`), or, a share
+   ``crossover_ratio`` of the children, crossed with a second parent of the same sketch
+   (:func:`.annotation.crossover`; a child whose state does not replay is dropped), and
+   the best ``population_size`` of parents and children survive;
 3. **measurement**: the best-scored unmeasured candidates, with a share ``eps_greedy``
    drawn at random instead (exploration), are measured as one batch; the cost model is
    updated with the results and every score is recomputed.
@@ -22,7 +24,7 @@ import math
 import random
 import time
 
-from .annotation import Candidate, candidate_of, mutate, sample_candidate
+from .annotation import Candidate, candidate_of, crossover, mutate, sample_candidate
 from .cost_model import CostModel, XGBModel
 from .measure import MeasureInput
 from .measure_record import load_records, same_target
@@ -31,7 +33,7 @@ from .sketch import generate_sketches
 __all__ = ["SearchPolicy", "SketchPolicy", "SearchCallback", "PreloadMeasuredStates"]
 
 DEFAULT_PARAMS = {"population_size": 64, "num_iters": 4, "eps_greedy": 0.05,
-                  "retry_search_one_round_on_empty": 8}
+                  "crossover_ratio": 0.05, "retry_search_one_round_on_empty": 8}
 
 
 class SearchPolicy:
@@ -73,7 +75,7 @@ class SketchPolicy(SearchPolicy):
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.rng = random.Random(seed)
         self.verbose = verbose
-        self.sketches = generate_sketches(task.compute_dag)
+        self.sketches = generate_sketches(task.compute_dag, task.target)
         self.measured: dict[tuple, float] = {}  # candidate key -> seconds (inf if failed)
         self._candidates: dict[tuple, Candidate] = {}
         self._scores: dict[tuple, float] = {}
@@ -98,9 +100,33 @@ class SketchPolicy(SearchPolicy):
         pop = self._best_unique(population, size)
         for _ in range(self.params["num_iters"]):
             weights = [1.0 / (rank + 1) for rank in range(len(pop))]
-            children = [mutate(self.rng.choices(pop, weights)[0], self.rng) for _ in pop]
-            pop = self._best_unique(pop + children, size)
+            children = [self._child(pop, weights) for _ in pop]
+            pop = self._best_unique(pop + [c for c in children if c is not None], size)
         return pop
+
+    def _child(self, pop: list[Candidate], weights: list[float]) -> Candidate | None:
+        """A mutation of a parent drawn by rank, or (a share ``crossover_ratio``) the
+        crossover of two such parents of one sketch; None for a child that breaks its
+        sketch's limits or (crossover) whose state does not replay."""
+        a = self.rng.choices(pop, weights)[0]
+        mates = [(c, w) for c, w in zip(pop, weights, strict=True)
+                 if c.sketch == a.sketch and c is not a]
+        if not mates or self.rng.random() >= self.params["crossover_ratio"]:
+            child = mutate(a, self.rng)
+        else:
+            b = self.rng.choices([c for c, _ in mates], [w for _, w in mates])[0]
+            child = crossover(a, b, self.sketches[a.sketch], self.rng)
+            if not self.replays(child):
+                return None
+        return child if self.sketches[child.sketch].allows(child.tiles) else None
+
+    def replays(self, c: Candidate) -> bool:
+        """Whether candidate ``c``'s state applies to a fresh schedule of the task."""
+        try:
+            self.search_task.compute_dag.apply_steps_from_state(c.state(self.sketches[c.sketch]))
+        except Exception:  # noqa: BLE001 - any failing primitive makes the state illegal
+            return False
+        return True
 
     def continue_search_one_round(self, num_measure: int, measurer):
         """Search, measure up to ``num_measure`` new states; ``(inputs, results)``."""

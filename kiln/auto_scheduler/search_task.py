@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kiln.autotvm.measure.cuda import is_cuda_target
+
 from .compute_dag import ComputeDAG
 from .loop_state import State
 from .measure import ProgramMeasurer
 from .measure_record import load_best_record
 from .search_policy import SketchPolicy
+from .sketch_gpu import reference_state
 from .workload_registry import make_workload_key, workload_key_to_tensors
 
 __all__ = ["SearchTask", "TuningOptions", "auto_schedule"]
@@ -57,8 +60,14 @@ class SearchTask:
 
     def instantiate(self, config=None):
         """``(schedule, tensors)`` of a :class:`State`; anything else (as the measurement's
-        reference request) gives the unscheduled computation."""
-        state = config if isinstance(config, State) else self.compute_dag.init_state()
+        reference request) gives the unscheduled computation, or on a GPU target its
+        simplest GPU schedule (:func:`.sketch_gpu.reference_state`)."""
+        if isinstance(config, State):
+            state = config
+        elif is_cuda_target(self.target):
+            state = reference_state(self.compute_dag)
+        else:
+            state = self.compute_dag.init_state()
         return self.compute_dag.apply_steps_from_state(state)
 
     def tune(self, tuning_options: TuningOptions, search_policy: SketchPolicy | None = None

@@ -23,12 +23,16 @@ compute stages from the outputs back to the inputs:
 Annotation is part of the sketch: the ``S0`` loops of each root stage are fused and run in
 parallel with an ``auto_unroll_max_step`` pragma, the innermost spatial tile is vectorized;
 a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last.
+
+These are the CPU rules; a ``cuda`` target gets the GPU rules of :mod:`.sketch_gpu`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from kiln.autotvm.measure.cuda import is_cuda_target
 
 from .compute_dag import ComputeDAG
 from .loop_state import (
@@ -54,11 +58,23 @@ MAX_VECTORIZE_EXTENT = 64
 class Sketch:
     """Steps with open tile sizes (``SplitStep.lengths`` of ``None``) and unroll limits
     (``PragmaStep.value`` of ``None``); ``follows[i] = j`` makes split ``i`` take the
-    innermost length of split ``j``; ``rules`` names the rule applied to each stage."""
+    innermost length of split ``j``; ``fused_follows[i] = ((j, level), ...)`` makes split
+    ``i``'s one length the product of those levels' lengths (the threads of a block that
+    fetch a shared tile together); ``limits`` are ``(((j, level), ...), bound)``: the
+    product of those lengths is at most ``bound`` (threads per block, virtual threads);
+    ``rules`` names the rule applied to each stage."""
 
     steps: list
     follows: dict = field(default_factory=dict)
     rules: list = field(default_factory=list)
+    fused_follows: dict = field(default_factory=dict)
+    limits: list = field(default_factory=list)
+
+    def allows(self, tiles: dict) -> bool:
+        """Whether the tile sizes ``tiles`` (split -> full factorization) keep every
+        limit."""
+        return all(math.prod(tiles[j][level] for j, level in refs) <= bound
+                   for refs, bound in self.limits)
 
     def __str__(self) -> str:
         return "; ".join(self.rules)
@@ -75,10 +91,13 @@ class _Partial:
     role: dict = field(default_factory=dict)  # op name -> "inline" | "skip" | "tiled" | ...
     loops: dict = field(default_factory=dict)  # op name -> [(loop name, extent, is_reduce)]
     annotations: list = field(default_factory=list)
+    fused_follows: dict = field(default_factory=dict)
+    limits: list = field(default_factory=list)
 
     def copy(self) -> _Partial:
         return _Partial(self.dag, list(self.steps), dict(self.follows), list(self.rules),
-                        dict(self.role), dict(self.loops), list(self.annotations))
+                        dict(self.role), dict(self.loops), list(self.annotations),
+                        dict(self.fused_follows), list(self.limits))
 
     def add(self, step) -> int:
         self.steps.append(step)
@@ -93,8 +112,13 @@ def _root_loops(op) -> list[tuple[str, int, bool]]:
             for k, iv in enumerate(axes)]
 
 
-def generate_sketches(dag: ComputeDAG) -> list[Sketch]:
-    """The sketches of ``dag`` (module docstring), at least one."""
+def generate_sketches(dag: ComputeDAG, target: str = "llvm") -> list[Sketch]:
+    """The sketches of ``dag`` (module docstring; for a ``cuda`` target the GPU rules of
+    :mod:`.sketch_gpu`), at least one."""
+    if is_cuda_target(target):
+        from .sketch_gpu import generate_gpu_sketches  # its rules build on this module's
+
+        return generate_gpu_sketches(dag, target)
     partials = [_Partial(dag)]
     for op in reversed(dag.compute_ops):
         partials = [q for p in partials for q in _expand(p, op)]

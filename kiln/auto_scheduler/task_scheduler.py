@@ -12,10 +12,17 @@ task, each round goes to the task whose next round is expected to lower the obje
 
 where ``dF/dc_i`` is the objective's sensitivity to task ``i``'s best cost (its weight for
 the weighted sum), ``backward_i`` the change of that best cost over the last
-``backward_window_size`` rounds of the task, per round, and ``forward_i = -c_i / rounds_i``
-the improvement one more round would bring if the best cost kept falling as ``1 /
-rounds``. The most negative gradient wins; a share ``eps_random`` of rounds goes to a task
-drawn at random, and a task that no longer finds new states (or brings no improvement in
+``backward_window_size`` rounds of the task, per round, and ``forward_i`` the change one
+more round is expected to bring: ``-c_i / rounds_i`` if the best cost kept falling as
+``1 / rounds``, or more where the task lags similar ones (Ansor's ``beta`` term). Tasks
+of similar DAGs (:func:`derive_similarity_tag`: the same computation up to its shapes and
+constants, as the conv2d layers of a network) form a group, and a task is expected to
+reach ``beta`` times the time it would take at its group's best throughput:
+
+    forward_i = min(c_i - c_i / rounds_i, beta * flops_i / max_group(flops_j / c_j)) - c_i
+
+The most negative gradient wins; a share ``eps_random`` of rounds goes to a task drawn at
+random, and a task that no longer finds new states (or brings no improvement in
 ``per_task_early_stopping`` trials) is not tuned again.
 
 ``load_log_file=log`` resumes: each task's records in the log count as measured (its
@@ -27,8 +34,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
+
+from kiln.ir.printer import to_text
 
 from .cost_model import RandomModel, XGBModel
 from .measure import MeasureErrorNo, ProgramMeasurer
@@ -36,7 +46,11 @@ from .measure_record import load_records, same_target
 from .search_policy import PreloadMeasuredStates, SketchPolicy
 from .search_task import SearchTask, TuningOptions
 
-__all__ = ["TaskScheduler", "TaskSchedulerCallback", "PrintTableInfo", "task_gradient"]
+__all__ = ["TaskScheduler", "TaskSchedulerCallback", "PrintTableInfo", "task_gradient",
+           "derive_similarity_tag"]
+
+#: a number in printed IR (blanked by :func:`derive_similarity_tag`)
+_NUMBER = re.compile(r"\b\d+(\.\d*)?([eE][-+]?\d+)?f?\b")
 
 #: the best cost of a task with no successful measurement yet (finite, as Ansor's, so the
 #: gradients stay numbers)
@@ -44,16 +58,29 @@ NO_COST = 1e10
 
 
 def task_gradient(cost: float, history: Sequence[float], rounds: int, weight: float,
-                  alpha: float, backward_window_size: int) -> float:
+                  alpha: float, backward_window_size: int,
+                  group_bound: float = math.inf) -> float:
     """The expected change of the objective per round given to a task (negative: a gain):
-    its best ``cost``, the best cost after each of its ``rounds`` (``history``), and
-    ``weight = dF/dcost`` (module docstring)."""
+    its best ``cost``, the best cost after each of its ``rounds`` (``history``),
+    ``weight = dF/dcost``, and ``group_bound`` the cost it would have at the best
+    throughput of its group times ``beta`` (module docstring; inf: no similar task)."""
     if len(history) > backward_window_size:
         backward = (history[-1] - history[-1 - backward_window_size]) / backward_window_size
     else:
         backward = 0.0
-    forward = -cost / max(rounds, 1)
+    forward = min(cost - cost / max(rounds, 1), group_bound) - cost
     return weight * (alpha * backward + (1 - alpha) * forward)
+
+
+def derive_similarity_tag(dag) -> str:
+    """A text two DAGs share when they compute the same thing up to shapes and constants
+    (each compute stage's tag or name, its loop counts and its expression with every
+    number blanked): tasks with one tag are a group of similar tasks."""
+    stages = []
+    for op in dag.compute_ops:
+        body = _NUMBER.sub("#", to_text(op.body[0]))
+        stages.append(f"{op.tag or op.name}({len(op.axis)},{len(op.reduce_axis)}):{body}")
+    return "; ".join(stages)
 
 
 class TaskSchedulerCallback:
@@ -113,8 +140,14 @@ class TaskScheduler:
             lambda costs: sum(c * w for c, w in zip(costs, self.task_weights, strict=True)))
         self.strategy = strategy
         self.load_log_file = load_log_file
-        del beta, gamma  # Ansor's terms for tasks similar to each other: not modelled
-        self.alpha = alpha
+        del gamma  # accepted as TVM does; Ansor's gradient has no term for it
+        self.alpha, self.beta = alpha, beta
+        self.flop_cts = [t.compute_dag.flop_ct() for t in self.tasks]
+        groups: dict[str, list[int]] = {}
+        for k, t in enumerate(self.tasks):
+            groups.setdefault(derive_similarity_tag(t.compute_dag), []).append(k)
+        self.group_task_ids = list(groups.values())
+        self._group_of = {k: ids for ids in self.group_task_ids for k in ids}
         self.backward_window_size = backward_window_size
         self.callbacks = None if callbacks is None else list(callbacks)
         self.eps_random = eps_random
@@ -234,10 +267,20 @@ class TaskScheduler:
             return self.rng.choice(alive)
         grads = {k: task_gradient(self.best_costs[k], self.task_costs_history[k],
                                   self.task_cts[k], self._chain_gradient(k), self.alpha,
-                                  self.backward_window_size) for k in alive}
+                                  self.backward_window_size, self._group_bound(k))
+                 for k in alive}
         if max(grads.values()) == min(grads.values()):
             return self.rng.choice(alive)
         return min(alive, key=lambda k: grads[k])
+
+    def _group_bound(self, k: int) -> float:
+        """``beta`` times the cost of task ``k`` at the best throughput (flops per second)
+        of its group; inf when no other task is similar."""
+        ids = self._group_of[k]
+        if len(ids) < 2:
+            return math.inf
+        best_flops = max(self.flop_cts[j] / self.best_costs[j] for j in ids)
+        return self.beta * self.flop_cts[k] / best_flops
 
     def _chain_gradient(self, k: int) -> float:
         """dF/dc_k of the objective at the current best costs (a finite difference, exact

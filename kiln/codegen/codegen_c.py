@@ -381,6 +381,8 @@ class CSourceWriter:
             return self._access_ptr(e)
         if op == "tvm_if_then_else" and dt.lanes(args[0].dtype) > 1:
             return self._masked_if_then_else(e)
+        if op == "reinterpret":
+            return self._reinterpret(args[0].dtype, e.dtype, self.expr(args[0]))
         if dt.lanes(e.dtype) > 1 and op not in ("likely", "tvm_if_then_else"):
             raise NotImplementedError(f"vector call {op}")
         if op == "tvm_if_then_else":
@@ -404,6 +406,14 @@ class CSourceWriter:
         if op in _MATH:
             return self._math(op, e.dtype, [self.expr(a) for a in args])
         raise NotImplementedError(f"C codegen: intrinsic '{op}' is not supported")
+
+    def _reinterpret(self, src: str, dst: str, x: str) -> str:
+        """``tir.reinterpret``: a vector cast (GCC's vector extensions cast bits), or for a
+        scalar a copy of the bits, which the C compiler turns into a register move."""
+        if dt.lanes(dst) > 1:
+            return f"(({self.need_vector(dst)})({x}))"
+        return (f"({{ {c_type(src)} kiln_bits_ = {x}; {c_type(dst)} kiln_as_; "
+                f"__builtin_memcpy(&kiln_as_, &kiln_bits_, sizeof(kiln_as_)); kiln_as_; }})")
 
     def _access_ptr(self, e: E.Call) -> str:
         """``tvm_access_ptr(type_annotation(), data, offset, extent, mask)`` (a buffer's

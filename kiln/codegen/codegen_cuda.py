@@ -51,6 +51,13 @@ def cuda_scalar(dtype: str) -> str:
     return t
 
 
+#: CUDA's bit casts, by (source, destination) element type
+_BIT_CASTS = {("int32", "float32"): "__int_as_float", ("float32", "int32"): "__float_as_int",
+              ("uint32", "float32"): "__uint_as_float", ("float32", "uint32"): "__float_as_uint",
+              ("int64", "float64"): "__longlong_as_double",
+              ("float64", "int64"): "__double_as_longlong"}
+
+
 class CUDASourceWriter(CSourceWriter):
     """Emit the body of one CUDA kernel."""
 
@@ -119,6 +126,13 @@ class CUDASourceWriter(CSourceWriter):
         if e.op == STORAGE_SYNC:
             return "__syncthreads()"
         return super().e_Call(e)
+
+    def _reinterpret(self, src: str, dst: str, x: str) -> str:
+        """``tir.reinterpret`` by CUDA's bit casts (``__int_as_float``, ...)."""
+        cast = _BIT_CASTS.get((dt.element_of(src), dt.element_of(dst)))
+        if cast is None or dt.lanes(dst) > 1:
+            raise NotImplementedError(f"CUDA codegen: reinterpret {src} as {dst}")
+        return f"{cast}({x})"
 
     def _math(self, op: str, dtype: str, args: list[str]) -> str:
         if dtype == "float16":

@@ -60,18 +60,36 @@ def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> st
     return "\n".join(out)
 
 
-def generate_c(funcs: list[PrimFunc], target: str, entry: str) -> str:
-    """C source for ``funcs`` with the runtime header, typedefs, helpers and module info."""
+def generate_c(funcs: list[PrimFunc], target: str, entry: str, module_info: bool = True) -> str:
+    """C source for ``funcs`` with the runtime header, typedefs, helpers and (unless
+    ``module_info`` is False: a kernel compiled apart, :func:`link_glue_c`) module info."""
     typedefs: set[str] = set()
     helpers: dict[str, str] = {}
     bodies = [_function(f, typedefs, helpers) for f in funcs]
-    info = json.dumps({"functions": [f.name for f in funcs], "entry": entry,
-                       "target": target})
     parts = [PACKED_CALLS_DEFINE] if uses_packed_calls(funcs) else []
     parts += [runtime_header(), c_alloc.ALLOC]
     parts += sorted(typedefs)
     parts += list(helpers.values())
     parts += bodies
-    info_c = info.replace("\\", "\\\\").replace('"', '\\"')
-    parts.append(f'KILN_DLL const char* kiln_module_info(void) {{ return "{info_c}"; }}')
+    if module_info:
+        info = json.dumps({"functions": [f.name for f in funcs], "entry": entry,
+                           "target": target})
+        info_c = info.replace("\\", "\\\\").replace('"', '\\"')
+        parts.append(f'KILN_DLL const char* kiln_module_info(void) {{ return "{info_c}"; }}')
+    return "\n\n".join(parts) + "\n"
+
+
+def link_glue_c(aliases: dict[str, str]) -> str:
+    """The C source that joins kernels compiled apart (``generate_c(..., module_info=False)``)
+    into one library: the runtime header and, for each packed function compiled under
+    another symbol (``aliases``: name -> symbol), an exported function of that name that
+    calls it."""
+    parts = [runtime_header()]
+    for name, symbol in aliases.items():
+        if name != symbol:
+            parts.append(f"int32_t {symbol}(KilnValue* args, int32_t* type_codes, "
+                         f"int32_t num_args);\n"
+                         f"KILN_DLL int32_t {name}(KilnValue* args, int32_t* type_codes, "
+                         f"int32_t num_args) {{\n"
+                         f"  return {symbol}(args, type_codes, num_args);\n}}")
     return "\n\n".join(parts) + "\n"

@@ -63,8 +63,14 @@ def build_module(mod: IRModule, target: Target, backend: Backend | None = None,
                  debug: bool | None = None):
     """The target phases and the backend of ``target`` on every function of ``mod``."""
     backend = backend or backend_for(target)
-    show = pipeline.debug_enabled(debug)
-    funcs = [pipeline.run_phases(pipeline.TARGET_PHASES[backend.name], f, debug=show)
-             for f in mod.functions.values()]
+    funcs = target_phases(list(mod.functions.values()), backend, debug)
     source = backend.source(funcs, target)
     return backend.compile(funcs, source, target)
+
+
+def target_phases(funcs: list[PrimFunc], backend: Backend, debug: bool | None = None
+                  ) -> list[PrimFunc]:
+    """``funcs`` after the target phases of ``backend`` (``pipeline.TARGET_PHASES``)."""
+    show = pipeline.debug_enabled(debug)
+    return [pipeline.run_phases(pipeline.TARGET_PHASES[backend.name], f, debug=show)
+            for f in funcs]

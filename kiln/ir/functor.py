@@ -40,26 +40,34 @@ def rebuild(node: Node, **changes) -> Node:
     return new
 
 
+def _leave(node):
+    """What a visitor does with a value that holds no IR: nothing (a mutator keeps it)."""
+    return node
+
+
 class Visitor:
     """Walks every node once in pre-order; override ``visit_<Class>`` to act on some."""
 
     def __init__(self):
+        # type -> what visiting a value of that type calls; the one lookup per node
         self._dispatch: dict[type, Callable] = {}
 
     def visit(self, node) -> None:
-        if node is None:
-            return
-        if isinstance(node, tuple | list):
-            for x in node:
-                self.visit(x)
-            return
-        if not isinstance(node, Node) or isinstance(node, _OPAQUE):
-            return
         fn = self._dispatch.get(type(node))
         if fn is None:
-            fn = getattr(self, "visit_" + type(node).__name__, None) or self.generic_visit
-            self._dispatch[type(node)] = fn
+            fn = self._dispatch[type(node)] = self._visit_fn(type(node))
         fn(node)
+
+    def _visit_fn(self, cls: type) -> Callable:
+        if issubclass(cls, tuple | list):
+            return self._visit_seq
+        if not issubclass(cls, Node) or issubclass(cls, _OPAQUE):
+            return _leave
+        return getattr(self, "visit_" + cls.__name__, None) or self.generic_visit
+
+    def _visit_seq(self, seq: tuple | list) -> None:
+        for x in seq:
+            self.visit(x)
 
     def generic_visit(self, node: Node) -> None:
         for f in node._fields:
@@ -72,20 +80,21 @@ class Mutator:
     """Rebuilds the tree bottom-up; override ``visit_<Class>`` to rewrite some nodes."""
 
     def __init__(self):
+        # type -> what visiting a value of that type calls; the one lookup per node
         self._dispatch: dict[type, Callable] = {}
 
     def visit(self, node):
-        if node is None:
-            return None
-        if isinstance(node, tuple):
-            return self._visit_tuple(node)
-        if not isinstance(node, Node) or isinstance(node, _OPAQUE):
-            return node
         fn = self._dispatch.get(type(node))
         if fn is None:
-            fn = getattr(self, "visit_" + type(node).__name__, None) or self.generic_visit
-            self._dispatch[type(node)] = fn
+            fn = self._dispatch[type(node)] = self._visit_fn(type(node))
         return fn(node)
+
+    def _visit_fn(self, cls: type) -> Callable:
+        if issubclass(cls, tuple):
+            return self._visit_tuple
+        if not issubclass(cls, Node) or issubclass(cls, _OPAQUE):
+            return _leave
+        return getattr(self, "visit_" + cls.__name__, None) or self.generic_visit
 
     def _visit_tuple(self, t: tuple) -> tuple:
         out = tuple(self.visit(x) for x in t)

@@ -26,7 +26,15 @@ What the pass guarantees:
   in another layout gets a ``layout_transform`` (``NCHW{a}c -> NCHW{b}c`` is one kernel);
   a channel concatenation of packed tensors concatenates the chunk axis in the largest of
   the inputs' blocks that divides every input's channels;
-* any other operator (flatten, reshape, dense, softmax, grouped convolutions ...) and every
+* every float32 ``dense`` with a constant 2-D weight ``[N, K]`` becomes ``dense_pack``
+  (``topi.x86.dense_pack``): its weight packed here, at compile time, to
+  ``[ceil(N/nb), K, nb]`` (``nb``: two SIMD registers of float32 of the target CPU,
+  ``topi.x86.packed_dense.dense_pack_block``; the last panel padded with zeros), once per
+  weight constant however many dense layers share it; except a dense over a constant
+  number of rows below one register block (``dense_pack_rows``, a classifier's single
+  row), which keeps ``dense`` (its schedule splits the reduction across vector lanes:
+  more independent FMA chains than a block of a few rows has);
+* any other operator (flatten, reshape, softmax, grouped convolutions ...) and every
   graph output read ``NCHW``: a ``layout_transform`` back is inserted once per tensor.
 
 Results are unchanged up to float rounding (only the order of the reduction over input
@@ -41,6 +49,7 @@ import numpy as np
 
 from kiln.target import current_cpu
 from kiln.topi.nn.winograd import winograd_tile, winograd_weight_transform
+from kiln.topi.x86.packed_dense import dense_pack_block, dense_pack_rows, pack_dense_weight
 
 from .graph import Graph, Node, call, const
 from .op import np_layout_transform
@@ -119,6 +128,7 @@ class _Packer:
         self.new: dict[int, Node] = {}  # old uid -> new node, in its chosen layout
         self.block: dict[int, int] = {}  # new uid -> channel block (0 = NCHW)
         self.cache: dict[tuple[int, int], Node] = {}  # (old uid, block) -> converted node
+        self.packed: dict[tuple[int, int], Node] = {}  # (weight uid, nb) -> packed weight
 
     def blk(self, old: Node) -> int:
         return self.block.get(self.new[old.uid].uid, 0)
@@ -262,6 +272,26 @@ def _concat(p: _Packer, n: Node) -> bool:
     return True
 
 
+def _dense(p: _Packer, n: Node) -> bool:
+    """A float32 ``dense`` with a constant ``[N, K]`` weight (over a symbolic row count
+    or at least one register block of rows) as ``dense_pack``, its weight packed (once per
+    weight constant)."""
+    x, w = n.inputs[0], n.inputs[1]
+    if not (w.is_const and len(w.shape) == 2 and len(x.shape) == 2
+            and n.dtype == w.dtype == "float32"):
+        return False
+    units = w.shape[0]
+    nb = dense_pack_block(units)
+    if isinstance(x.shape[0], int) and x.shape[0] < dense_pack_rows(nb):
+        return False
+    key = (w.uid, nb)
+    if key not in p.packed:
+        p.packed[key] = const(pack_dense_weight(w.value, nb), f"{w.name}_pack{nb}n")
+    ins = [p.get(x, 0), p.packed[key], *(p.get(b, 0) for b in n.inputs[2:])]
+    p.put(n, call("dense_pack", ins, name=n.name, units=units), 0)
+    return True
+
+
 def alter_op_layout(graph: Graph) -> Graph:
     """Run the layout pass on ``graph`` (see the module docstring)."""
     p = _Packer()
@@ -276,6 +306,8 @@ def alter_op_layout(graph: Graph) -> Graph:
         if n.op in POOLS and _pool(p, n):
             continue
         if n.op == "concatenate" and _concat(p, n):
+            continue
+        if n.op == "dense" and _dense(p, n):
             continue
         ins = [p.get(i, 0) for i in n.inputs]
         if all(a is b for a, b in zip(ins, n.inputs, strict=True)):

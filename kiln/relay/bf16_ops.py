@@ -5,15 +5,19 @@
   dilation)``: NCHW float32 in and out, the weight packed as bf16 bits
   (``kiln.topi.x86.bf16.pack_conv2d_weight``);
 * ``dense_bf16(x, weight_bits[, bias], units)``: ``[M, K]`` float32 in, ``[M, units]`` out,
-  the weight packed by ``kiln.topi.x86.bf16.pack_dense_weight``.
+  the weight packed by ``kiln.topi.x86.bf16.pack_dense_weight``;
+* ``bf16_round(x)``: float32 ``x`` rounded to bf16 (to nearest even), as its bits
+  (``uint16``); elementwise, so it fuses into the tail of the kernel computing ``x``.
 
-Both compute in bf16 with float32 accumulation (``kiln.topi.x86.bf16``).
+The first two compute in bf16 with float32 accumulation (``kiln.topi.x86.bf16``); a
+``conv2d_bf16`` also takes its data as bf16 bits (from ``bf16_round``).
 """
 
 from __future__ import annotations
 
 from kiln import te
 from kiln.topi.x86 import bf16
+from kiln.topi.x86.bf16_intrin import round_to_bf16
 
 
 def _bias(ts: list[te.Tensor]) -> te.Tensor | None:
@@ -29,3 +33,10 @@ def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
 def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:
     """The ``dense_bf16`` compute."""
     return bf16.dense_bf16(ts[0], ts[1], _bias(ts), a["units"])
+
+
+def bf16_round(ts: list[te.Tensor], a: dict) -> te.Tensor:
+    """The ``bf16_round`` compute."""
+    x = ts[0]
+    return te.compute(x.shape, lambda *i: round_to_bf16(x(*i)), name="T_bf16_round",
+                      tag="elemwise")

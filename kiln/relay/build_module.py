@@ -16,16 +16,20 @@ from kiln.driver.build import build as kiln_build
 from kiln.ir.stmt import IRModule
 from kiln.ir.transform import PassContext
 from kiln.runtime.graph_executor import GraphExecutorFactoryModule
+from kiln.runtime.module import Module as RuntimeModule
 from kiln.target import Target
 
 from . import transform as T
 from .alter_layout import alter_op_layout
+from .combine_layer_norm import combine_layer_norm
 from .execution_plan import execution_plan
 from .graph import Graph, Module
 from .horizontal_fusion import Kernel, horizontal_fusion, is_enabled
+from .kernel_cache import CompiledKernel, build_kernels
 from .mixed_precision import apply_configured, precision_context
 from .quantize import fake_quantization_to_integer
 from .row_blocks import RowBlocks, row_blocks
+from .sink_reshape import sink_reshape
 from .strategy import Implementation, select_implementations
 
 
@@ -42,6 +46,8 @@ def optimize(mod, params=None, opt_level: int = 3) -> Graph:
     if opt_level >= 2:
         g = T.fold_batch_norm(g)
     g = T.fold_constant(g)
+    if opt_level >= 1:
+        g = sink_reshape(combine_layer_norm(g))
     return g
 
 
@@ -88,46 +94,62 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
                                   f"({', '.join(g.symbolic_dims())}) compiles for CPU "
                                   f"targets only, not "
                                   f"{tgt.kind}; give them values with from_onnx(shape=...)")
+    views = T.view_groups(groups, g) if static else {}  # reshapes that need no kernel
+    groups = [grp for grp in groups if grp.output.uid not in views]
     if static and is_enabled(PassContext.current(), tgt):
-        groups = horizontal_fusion(groups)  # kernels: fused groups and horizontal groups
+        groups = horizontal_fusion(groups, views, tgt)  # fused and horizontal groups
+    names = [_kernel_name(k, grp) for k, grp in enumerate(groups)]
+    rows: dict[str, RowBlocks] = {}  # a group over a symbolic leading dim: row kernels
     with tgt:  # the schedules size their blocks by the target's vectors or threads
-        impls: list[Implementation] = []
-        rows: dict[str, RowBlocks] = {}  # a group over a symbolic leading dim: row kernels
-        for k, grp in enumerate(groups):
-            blocked = None if static else row_blocks(grp, _kernel_name(k, grp), tgt)
-            if blocked is None:
-                impls += select_implementations(grp, _kernel_name(k, grp), tgt)
-            else:
-                impls.append(blocked.implementation)
-                rows[blocked.implementation.func.name] = blocked
+        if static and tgt.is_cpu and groups:  # kernels compiled apart, cached by their key
+            lib, compiled = build_kernels(groups, names, tgt)
+        else:
+            lib, compiled = _build_together(groups, names, tgt, static, rows)
     # a graph with symbolic dimensions is planned at run time, for each input shape
-    assign, sizes, naive = T.plan_memory(groups, g) if static else ({}, None, None)
-    funcs = {impl.func.name: impl.func for impl in impls}
-    funcs.update({i.func.name: i.func for b in rows.values() for _, i in b.blocks})
-    lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
-    kernels = [(impl.func.name, impl.inputs, impl.group.outputs) for impl in impls]
+    assign, sizes, naive = T.plan_memory(groups, g, views) if static else ({}, None, None)
+    kernels = [(c.name, c.inputs, c.group.outputs) for c in compiled]
     plan, consts = execution_plan(g, kernels, assign, sizes, mod_name,
                                   "cpu" if tgt.is_cpu else "cuda",
                                   None if static else T.lifetimes(groups, g),
                                   {name: b.step() for name, b in rows.items()})
     factory = GraphExecutorFactoryModule(plan, lib, consts)
-    factory.summary = _summary(impls, sizes, naive, g, rows)
+    factory.summary = _summary(compiled, sizes, naive, g, rows)
     factory.build_seconds = time.perf_counter() - t0
     if verbose:
         print(factory.summary)
     return factory
 
 
-def _summary(impls: list[Implementation], sizes, naive, g,
+def _build_together(groups: list[Kernel], names: list[str], tgt: Target, static: bool,
+                    rows: dict[str, RowBlocks]
+                    ) -> tuple[RuntimeModule | None, list[CompiledKernel]]:
+    """One library of the kernels of ``groups`` (GPU targets, symbolic shapes), lowered and
+    compiled together, not cached before lowering; a group over a symbolic leading
+    dimension gets row-blocked kernels, recorded in ``rows`` under its function's name."""
+    impls: list[Implementation] = []
+    for grp, name in zip(groups, names, strict=True):
+        blocked = None if static else row_blocks(grp, name, tgt)
+        if blocked is None:
+            impls += select_implementations(grp, name, tgt)
+        else:
+            impls.append(blocked.implementation)
+            rows[blocked.implementation.func.name] = blocked
+    funcs = {impl.func.name: impl.func for impl in impls}
+    funcs.update({i.func.name: i.func for b in rows.values() for _, i in b.blocks})
+    lib = kiln_build(IRModule(funcs), target=tgt) if funcs else None
+    return lib, [CompiledKernel.of(impl) for impl in impls]
+
+
+def _summary(compiled: list[CompiledKernel], sizes, naive, g,
              rows: dict[str, RowBlocks]) -> str:
-    groups = [impl.group for impl in impls]
+    groups = [c.group for c in compiled]
     lines = [f"{len(groups)} kernels from {sum(len(x.nodes) for x in groups)} operators:"]
-    for k, impl in enumerate(impls):
+    for k, impl in enumerate(compiled):
         outs = ", ".join(f"{list(o.shape)}{' ' + o.layout if o.layout else ''}"
                          for o in impl.group.outputs)
         tuned = f"  ({impl.schedule_name}: {impl.tuned})" if impl.tuned else ""
-        if impl.func.name in rows:
-            counts = "/".join(str(r) for r, _ in rows[impl.func.name].blocks)
+        if impl.name in rows:
+            counts = "/".join(str(r) for r, _ in rows[impl.name].blocks)
             tuned += f"  (blocks of {counts} rows)"
         lines.append(f"  #{k:<3d} {impl.group.describe()}  -> {outs}{tuned}")
     if sizes is None:

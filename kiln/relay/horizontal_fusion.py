@@ -20,6 +20,12 @@ keeps its kernel and the rule is tried on the rest). Branches run most expensive
 their own parallel loops already use every core, and their hand schedules (register
 tiles, vectorized channel blocks) beat the plain loops of a fused branch.
 
+A group whose workload has a tuned record in the active ``autotvm.apply_history_best``
+context (:func:`tuned_template`) keeps its kernel too, logged at debug level: its tuned
+schedule tiles and parallelizes the group's whole output, rows included, while a branch of a
+fused loop is a stage whose rows the fused loop hands out, unscheduled (``create_fused_loop``),
+so the tuned config cannot live inside the fused kernel.
+
 Guarantees: every group of the input is in exactly one kernel of the result; the groups of a
 :class:`HorizontalGroup` are independent (same depth: no path of tensors joins them, so they
 may run concurrently); the result is in a valid run order (each kernel after the kernels
@@ -34,9 +40,12 @@ producing its inputs), the original order where nothing is fused. Results are un
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from dataclasses import dataclass
 
+from kiln.autotvm.task.dispatcher import has_tuned_config
+from kiln.autotvm.task.relay_integration import TUNABLE_OPS, workload_of
 from kiln.ir.transform import PassContext
 from kiln.target import Target
 from kiln.te.tensor import ComputeOp, PlaceholderOp
@@ -45,6 +54,8 @@ from kiln.topi.x86._common import PARALLEL_MIN_ELEMS
 from .graph import Node
 from .strategy import group_compute
 from .transform import Group
+
+logger = logging.getLogger(__name__)
 
 #: the work (multiply-adds, or output elements) from which a kernel takes a parallel loop
 #: (``topi.x86``'s ``worth_parallel``): below it a group is small, and small groups are
@@ -108,10 +119,19 @@ def group_work(group: Group) -> int | None:
     return work
 
 
-def group_depths(groups: list[Group]) -> dict[int, int]:
-    """``id(group)`` -> the length of the longest chain of groups producing its inputs (0
-    for a group that reads only graph inputs and constants); ``groups`` in a run order."""
+def _producers(groups: list[Group], views: dict[int, int]) -> dict[int, Group]:
+    """Node uid -> the group writing it: a group's output, or a view of it (``views``,
+    :func:`.transform.view_groups`: a reshape that reads the viewed tensor's storage)."""
     producer = {g.output.uid: g for g in groups}
+    producer.update((view, producer[src]) for view, src in views.items() if src in producer)
+    return producer
+
+
+def group_depths(groups: list[Group], views: dict[int, int] | None = None) -> dict[int, int]:
+    """``id(group)`` -> the length of the longest chain of groups producing its inputs (0
+    for a group that reads only graph inputs and constants); ``groups`` in a run order, a
+    read of a view (``views``) a read of the tensor it views."""
+    producer = _producers(groups, views or {})
     depth: dict[int, int] = {}
     for g in groups:
         feeds = [producer[i.uid] for n in g.nodes for i in n.inputs if i.uid in producer]
@@ -119,15 +139,29 @@ def group_depths(groups: list[Group]) -> dict[int, int]:
     return depth
 
 
-def horizontal_fusion(groups: list[Group]) -> list[Kernel]:
-    """The kernels of ``groups`` (fused groups in a run order): the small groups of each depth
-    fused into one :class:`HorizontalGroup` where there are two or more, in a run order."""
-    depth = group_depths(groups)
+def horizontal_fusion(groups: list[Group], views: dict[int, int] | None = None,
+                      target: Target | None = None) -> list[Kernel]:
+    """The kernels of ``groups`` (fused groups in a run order) on the CPU ``target``
+    (``llvm`` when None): the small untuned groups of each depth fused into one
+    :class:`HorizontalGroup` where there are two or more, in a run order. ``views``
+    (:func:`.transform.view_groups`) are the reshapes the groups read that need no kernel: a
+    read of one is a read of the tensor it views."""
+    views = views or {}
+    target = target or Target("llvm")
+    depth = group_depths(groups, views)
     small: dict[int, list[tuple[int, Group]]] = {}
     for g in groups:
         work = group_work(g)
-        if work is not None and work < PARALLEL_WORK:
-            small.setdefault(depth[id(g)], []).append((work, g))
+        if work is None or work >= PARALLEL_WORK:
+            continue
+        template = tuned_template(g, target)
+        if template is not None:
+            logger.debug("horizontal fusion: %s keeps its kernel: a tuning record holds a "
+                         "%s config for it, whose schedule tiles and parallelizes its whole "
+                         "output; a fused branch's rows are handed out by the fused loop",
+                         g.describe(), template)
+            continue
+        small.setdefault(depth[id(g)], []).append((work, g))
     kernel_of: dict[int, Kernel] = {id(g): g for g in groups}
     for members in small.values():
         members.sort(key=lambda wg: -wg[0])  # stable: ties keep the run order
@@ -136,7 +170,17 @@ def horizontal_fusion(groups: list[Group]) -> list[Kernel]:
             fused = HorizontalGroup(branches)
             for g in fused.groups:
                 kernel_of[id(g)] = fused
-    return _run_order(groups, kernel_of)
+    return _run_order(groups, kernel_of, views)
+
+
+def tuned_template(group: Group, target: Target) -> str | None:
+    """The autotvm template of ``group``'s anchor when tuning records in a context on the
+    stack (``autotvm.apply_history_best``) hold a config for its workload on ``target``;
+    None otherwise."""
+    for node in group.nodes:
+        if node.op in TUNABLE_OPS and has_tuned_config(target, workload_of(node)):
+            return TUNABLE_OPS[node.op]
+    return None
 
 
 def pays(members: list[tuple[int, Group]]) -> list[Group]:
@@ -152,7 +196,8 @@ def pays(members: list[tuple[int, Group]]) -> list[Group]:
     return [g for _, g in rest] if len(rest) >= 2 and total >= PARALLEL_WORK else []
 
 
-def _run_order(groups: list[Group], kernel_of: dict[int, Kernel]) -> list[Kernel]:
+def _run_order(groups: list[Group], kernel_of: dict[int, Kernel],
+               views: dict[int, int]) -> list[Kernel]:
     """The kernels in a run order: each after the kernels producing its inputs, otherwise in
     the order of their first group (a topological sort that keeps the original order)."""
     position: dict[int, int] = {}
@@ -162,7 +207,7 @@ def _run_order(groups: list[Group], kernel_of: dict[int, Kernel]) -> list[Kernel
         if id(kernel) not in position:
             position[id(kernel)] = k
             kernels.append(kernel)
-    producer = {g.output.uid: kernel_of[id(g)] for g in groups}
+    producer = {uid: kernel_of[id(g)] for uid, g in _producers(groups, views).items()}
     needs = {id(kn): {id(producer[i.uid]) for n in kn.nodes for i in n.inputs
                       if i.uid in producer} - {id(kn)} for kn in kernels}
     by_id = {id(kn): kn for kn in kernels}

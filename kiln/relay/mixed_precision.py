@@ -5,15 +5,18 @@ accumulation.
 The pass rewrites
 
     conv2d(x, W[, bias])                   (groups == 1, W a constant)  -> conv2d_bf16
-    dense(x, W[, bias]), matmul(x, W)      (x 2-D, W a constant)        -> dense_bf16
+    dense(x, W[, bias]), matmul(x, W)      (x [..., K], W a constant)   -> dense_bf16
 
-where the reduction has at least :data:`MIN_REDUCTION` (1024) terms and the shapes are
-static (the others stay float32), with ``W`` rounded to bf16 (to nearest even) and packed
-once, at compile time, in the layout of the x86 kernels (``kiln.topi.x86.bf16``). Their
-inputs and outputs stay float32: each kernel rounds its input to bf16 as it packs it, sums
+where the reduction has at least :data:`MIN_REDUCTION` (1024; dense layers
+:data:`MIN_DENSE_REDUCTION`, 768) terms and the shapes are static (the others stay
+float32), with ``W`` rounded to bf16 (to nearest even) and packed once, at compile time, in
+the layout of the x86 kernels (``kiln.topi.x86.bf16``). Their inputs and outputs stay
+float32: each kernel rounds its input to bf16 as it packs it, sums
 exact bf16 products in float32 and adds the float32 bias, so everything else (batch norms
 folded before, residual adds, relu, pooling, depthwise and grouped convolutions, softmax)
-computes in float32 as before.
+computes in float32 as before. A tensor that only bf16 convolutions read (a ResNet block's
+inner activation) is rounded to bf16 once, in the tail of the kernel that computes it
+(:func:`bf16_activations`), and stored as bf16.
 Guarantee: each rewritten operator equals the float32 operator on bf16-rounded operands up
 to float32 summation error.
 
@@ -35,13 +38,20 @@ from .transform import rewrite
 
 #: the ``PassContext`` config key selecting the reduced precision (TVM's dtype name)
 CONFIG_KEY = "relay.ToMixedPrecision.mixed_precision_type"
-#: ``relay.build``'s ``precision`` values -> the config key's value (None: float32)
-#: the shortest reduction (``C x KH x KW``, or ``K``) converted: below it the packing stages
-#: and the layout changes around a bf16 kernel cost more than the bf16 products save
-#: (measured, interleaved, 2 threads: MobileNetV2 with every convolution converted ran 2.3x
-#: slower than in float32; ResNet-18 ran at 0.83x of float32 converting K >= 1024, 0.89x
-#: also converting its 56x56 layers, K = 576)
+#: the shortest reduction (``C x KH x KW``) of a convolution converted: below it the
+#: packing stages and the layout changes around a bf16 kernel cost more than the bf16
+#: products save (measured, interleaved, 2 threads, the earlier three-stage kernels:
+#: MobileNetV2 with every convolution converted ran 2.3x slower than in float32; ResNet-18
+#: ran at 0.83x of float32 converting K >= 1024, 0.89x also converting its 56x56 layers,
+#: K = 576; one thread, the one-stage kernels: 15.3 ms converting K >= 1024, 15.2 ms
+#: K >= 576, 16.6 ms K >= 128)
 MIN_REDUCTION = 1024
+#: the same for dense layers, whose only packing is rounding the ``M x K`` rows, next to
+#: ``M x N x K`` products, and no layout change (measured, one thread: a 2-layer BERT-base
+#: encoder, seq 128, took 28.6 ms converting only its 3072-input projections, 17.3 ms
+#: converting its 768-input ones too, against 35.8 ms in float32)
+MIN_DENSE_REDUCTION = 768
+#: ``relay.build``'s ``precision`` values -> the config key's value (None: float32)
 PRECISIONS: dict[str, str | None] = {"fp32": None, "float32": None, "bf16": "bfloat16",
                                      "bfloat16": "bfloat16"}
 
@@ -78,8 +88,8 @@ def _conv2d(n: Node, xs: list[Node]) -> Node | None:
 
 def _dense(n: Node, xs: list[Node]) -> Node | None:
     x, w = xs[0], xs[1]
-    if not w.is_const or w.value.ndim != 2 or len(x.shape) != 2 \
-            or x.shape[1] < MIN_REDUCTION:
+    if not w.is_const or w.value.ndim != 2 or len(x.shape) < 2 \
+            or x.shape[-1] < MIN_DENSE_REDUCTION:
         return None
     weight = w.value if n.op == "dense" else w.value.T  # matmul: [K, N]
     return call("dense_bf16", [x, const(pack_dense_weight(weight), f"{n.name}_w_bf16"),
@@ -103,6 +113,35 @@ def to_mixed_precision(graph: Graph, mixed_precision_type: str = "bfloat16") -> 
         if convert is None or not n.is_static:  # symbolic dimensions: left float32
             return None
         return convert(n, xs)
+
+    return bf16_activations(rewrite(graph, fn))
+
+
+def _read_as_bf16_data_only(x: Node, readers: list[Node], outputs: set[int]) -> bool:
+    """Whether ``x`` (computed, float32, not a graph output) is read only by
+    ``conv2d_bf16`` operators, and by them only as their data."""
+    return x.dtype == "float32" and not (x.is_const or x.is_input) and x.uid not in outputs \
+        and bool(readers) and all(r.op == "conv2d_bf16" and r.inputs[0] is x
+                                  and x not in r.inputs[1:] for r in readers)
+
+
+def bf16_activations(graph: Graph) -> Graph:
+    """``graph`` with each float32 tensor that only bf16 convolutions read as their data
+    rounded to bf16 once, by a ``bf16_round`` after its producer (fused into the producing
+    kernel's tail), and the convolutions reading the bf16 bits. They would have rounded it
+    to the same bits: results are unchanged, the tensor is stored and read at half the
+    bytes and rounded once."""
+    users = graph.users()
+    outputs = {o.uid for o in graph.outputs}
+    rounded: dict[int, Node] = {}
+
+    def fn(n: Node, xs: list[Node]) -> Node | None:
+        x = n.inputs[0] if n.op == "conv2d_bf16" else None
+        if x is None or not _read_as_bf16_data_only(x, users.get(x.uid, []), outputs):
+            return None
+        if x.uid not in rounded:
+            rounded[x.uid] = call("bf16_round", [xs[0]], name=f"{x.name or x.uid}_bf16")
+        return call(n.op, [rounded[x.uid], *xs[1:]], name=n.name, **n.attrs)
 
     return rewrite(graph, fn)
 

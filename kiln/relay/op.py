@@ -11,9 +11,11 @@ import numpy as np
 
 from kiln import te, topi
 from kiln.ir.expr import PrimExpr
+from kiln.target import Target
 
 from . import bf16_ops
 from . import quantize_ops as qnn
+from .fingerprint import NotPlainData, fingerprint
 
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_ELEMWISE_FUSABLE, OPAQUE = 0, 1, 2, 3, 4, 7
 PATTERN_NAMES = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduction",
@@ -105,7 +107,7 @@ def np_layout_transform(v: np.ndarray, src: str, dst: str) -> np.ndarray:
 
 
 def _softmax(ts, a):
-    return topi.nn.softmax(ts[0], a.get("axis", -1))
+    return topi.nn.fast_softmax(ts[0], a.get("axis", -1))
 
 
 def np_strided_slice(v: np.ndarray, a) -> np.ndarray:
@@ -127,6 +129,10 @@ OPS: dict = {
                                                                             else 0)),
     "matmul": (lambda ts, a: topi.matmul(ts[0], ts[1]), OUT_ELEMWISE_FUSABLE,
                lambda v, a: v[0] @ v[1]),
+    # dense with its weight packed by the x86 layout pass (``topi.x86.dense_pack``)
+    "dense_pack": (lambda ts, a: topi.x86.dense_pack(ts[0], ts[1], ts[2] if len(ts) > 2 else None,
+                                                     units=a["units"]),
+                   OUT_ELEMWISE_FUSABLE, None),
     "bias_add": (_bias_add, BROADCAST, None),
     "add": (lambda ts, a: topi.add(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] + v[1]),
     "subtract": (lambda ts, a: topi.subtract(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] - v[1]),
@@ -135,8 +141,9 @@ OPS: dict = {
     "relu": (lambda ts, a: topi.nn.relu(ts[0]), ELEMWISE, lambda v, a: np.maximum(v[0], 0)),
     "sigmoid": (lambda ts, a: topi.sigmoid(ts[0]), ELEMWISE,
                 lambda v, a: 1 / (1 + np.exp(-v[0]))),
-    "tanh": (lambda ts, a: topi.tanh(ts[0]), ELEMWISE, lambda v, a: np.tanh(v[0])),
-    "erf": (lambda ts, a: topi.erf(ts[0]), ELEMWISE, None),
+    # erf, tanh and softmax's exp: the vectorizable approximations (topi.fast_math)
+    "tanh": (lambda ts, a: topi.fast_tanh(ts[0]), ELEMWISE, lambda v, a: np.tanh(v[0])),
+    "erf": (lambda ts, a: topi.fast_erf(ts[0]), ELEMWISE, None),
     "leaky_relu": (lambda ts, a: topi.nn.leaky_relu(ts[0], a["alpha"]), ELEMWISE,
                    lambda v, a: np.where(v[0] > 0, v[0], v[0] * a["alpha"])),
     "clip": (lambda ts, a: topi.clip(ts[0], a["a_min"], a["a_max"]), ELEMWISE,
@@ -172,6 +179,7 @@ OPS: dict = {
     # bf16 operators (relay.build(..., precision="bf16"); docs/precision.md)
     "conv2d_bf16": (bf16_ops.conv2d, OUT_ELEMWISE_FUSABLE, None),
     "dense_bf16": (bf16_ops.dense, OUT_ELEMWISE_FUSABLE, None),
+    "bf16_round": (bf16_ops.bf16_round, ELEMWISE, None),
     # transformer operators (attention, layer norm, GELU, masks)
     "batch_matmul": (lambda ts, a: topi.nn.batch_matmul(ts[0], ts[1], transpose_b=False),
                      OUT_ELEMWISE_FUSABLE, lambda v, a: np.matmul(v[0], v[1])),
@@ -194,10 +202,30 @@ OPS: dict = {
 }
 
 
+#: (operator and its compute, attributes, input types, target) -> the output's type, for
+#: static shapes
+_TYPES: dict[str, tuple[tuple[int, ...], str]] = {}
+_MAX_TYPES = 4096
+
+
 def infer_type(node) -> tuple[tuple[int, ...], str]:
-    """Shape and dtype of an operator node, by building its compute on placeholders."""
+    """Shape and dtype of an operator node, by building its compute on placeholders
+    (remembered for static shapes and plain attributes: graph passes rebuild nodes often)."""
     if node.op not in OPS:
         raise NotImplementedError(f"relay: operator {node.op!r} is not implemented")
+    try:
+        key = fingerprint([node.op, id(OPS[node.op][0]), node.attrs,
+                           [[i.shape, i.dtype] for i in node.inputs], str(Target.current())])
+    except NotPlainData:  # a symbolic dimension, an attribute that is an object
+        return _infer_type(node)
+    if key not in _TYPES:
+        if len(_TYPES) >= _MAX_TYPES:
+            _TYPES.clear()
+        _TYPES[key] = _infer_type(node)
+    return _TYPES[key]
+
+
+def _infer_type(node) -> tuple[tuple[int, ...], str]:
     ts = [te.placeholder(i.shape, dtype=i.dtype, name=f"in{k}") for k, i in
           enumerate(node.inputs)]
     try:

@@ -11,7 +11,9 @@ weight the quantize / dequantize pattern a QDQ model has::
 accumulation and fused requantization (kiln/relay/quantize.py), exactly as for an imported
 QDQ model. Activations are quantized per tensor, symmetric (zero point 0), with the scale
 ``qconfig``'s ``calibrate_mode`` gives: ``"max"`` (the largest ``|x|`` over the dataset /
-127), ``"percentile"`` (the ``percentile``-th percentile of ``|x|`` / 127) or
+127), ``"percentile"`` (the ``percentile``-th percentile of ``|x|`` / 127),
+``"kl_divergence"`` (the threshold minimizing the KL divergence between the distribution of
+``x`` over the dataset and its quantized form, :func:`kl_divergence_scale`, / 127) or
 ``"global_scale"`` (``global_scale`` / 128 everywhere, TVM's default, no data needed);
 weights per output channel (their largest ``|w|`` / 127). ``skip_conv_layers`` (default
 ``[0]``, as in TVM: the first convolution, which sees the raw input) stay float.
@@ -33,9 +35,9 @@ from kiln.errors import TVMError
 from . import transform as T
 from .graph import Graph, Module, Node, call, const
 
-__all__ = ["QConfig", "qconfig", "current_qconfig", "quantize"]
+__all__ = ["QConfig", "qconfig", "current_qconfig", "quantize", "kl_divergence_scale"]
 
-_CALIBRATE_MODES = ("global_scale", "max", "percentile")
+_CALIBRATE_MODES = ("global_scale", "max", "percentile", "kl_divergence")
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def _sites(g: Graph, skip: tuple[int, ...]) -> list[_Site]:
 
 def _calibrate(g: Graph, sites: list[_Site], dataset: Iterable[dict], cfg: QConfig
                ) -> dict[int, float]:
-    """The largest magnitude (or its percentile) of every anchor's input and tail."""
+    """The threshold of every anchor's input and tail (its largest magnitude, a percentile
+    of the magnitudes, or the KL-optimal threshold, by ``cfg.calibrate_mode``)."""
     from kiln.runtime.device import cpu
     from kiln.runtime.graph_executor import GraphModule
 
@@ -135,15 +138,78 @@ def _calibrate(g: Graph, sites: list[_Site], dataset: Iterable[dict], cfg: QConf
         gm.set_input(**feed)
         gm.run()
         for k, n in enumerate(nodes):
-            samples[n.uid].append(np.abs(gm.get_output(k).numpy()).reshape(-1))
+            samples[n.uid].append(gm.get_output(k).numpy().reshape(-1))
         count += 1
     if not count:
         raise TVMError("relay.quantize.quantize: calibrate_mode "
                        f"{cfg.calibrate_mode!r} needs a dataset of at least one sample")
+    values = {uid: np.concatenate(vs) for uid, vs in samples.items()}
     if cfg.calibrate_mode == "max":
-        return {uid: float(max(v.max() for v in vs)) for uid, vs in samples.items()}
-    return {uid: float(np.percentile(np.concatenate(vs), cfg.percentile))
-            for uid, vs in samples.items()}
+        return {uid: float(np.abs(v).max()) for uid, v in values.items()}
+    if cfg.calibrate_mode == "kl_divergence":
+        return {uid: kl_divergence_scale(v) for uid, v in values.items()}
+    return {uid: float(np.percentile(np.abs(v), cfg.percentile)) for uid, v in values.items()}
+
+
+def _smooth(p: np.ndarray, eps: float = 1e-4) -> np.ndarray | None:
+    """``p`` with ``eps`` moved onto its empty bins from the others, so that the KL
+    divergence is finite (TVM's ``_smooth_distribution``); None when that leaves a bin
+    empty or negative."""
+    zeros = p == 0
+    n_zeros = int(zeros.sum())
+    if n_zeros == p.size:
+        return None
+    smoothed = np.where(zeros, eps, p - eps * n_zeros / (p.size - n_zeros))
+    return smoothed if (smoothed > 0).all() else None
+
+
+def _kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p || q) of the normalized distributions (``scipy.stats.entropy(p, q)``)."""
+    p, q = p / p.sum(), q / q.sum()
+    return float(np.dot(p, np.log(p / q)))
+
+
+def kl_divergence_scale(values: np.ndarray, num_bins: int = 8001,
+                        num_quantized_bins: int = 255) -> float:
+    """The threshold ``t`` (quantize ``[-t, t]`` onto ``num_quantized_bins`` levels) that
+    minimizes the KL divergence between the distribution of ``values`` and its quantized
+    form: TVM's ``kl_divergence_scale`` (MXNet's / TensorRT's entropy calibration).
+
+    A histogram of ``values`` over ``[-m, m]`` (``m`` the largest magnitude) in
+    ``num_bins`` bins; for each candidate ``t`` (each bin edge past the middle
+    ``num_quantized_bins`` bins), the bins within ``[-t, t]`` (the outliers added to the
+    two end bins) are ``p``, and ``q`` is the sliced histogram merged into
+    ``num_quantized_bins`` groups and spread back evenly over each group's nonempty bins of
+    ``p``; both smoothed (:func:`_smooth`), the smallest ``KL(p || q)`` wins."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    th = float(np.abs(values).max()) if values.size else 0.0
+    if th == 0.0:
+        return 0.0
+    hist, edges = np.histogram(values, bins=num_bins, range=(-th, th))
+    hist = hist.astype(np.float64)
+    mass = np.concatenate([[0.0], np.cumsum(hist)])  # mass[k]: the bins before k
+    zero_bin = num_bins // 2
+    best, best_th = np.inf, th
+    for i in range(num_quantized_bins // 2, zero_bin + 1):
+        start, stop = zero_bin - i, zero_bin + i + 1
+        p = hist[start:stop].copy()
+        p[0] += mass[start]
+        p[-1] += mass[-1] - mass[stop]
+        nonzero = p != 0
+        # groups of `merged` bins, the last one with the remainder
+        merged = p.size // num_quantized_bins
+        group = np.minimum(np.arange(p.size) // merged, num_quantized_bins - 1)
+        bounds = np.append(merged * np.arange(num_quantized_bins), p.size)
+        totals = np.diff(mass[start + bounds])
+        norms = np.bincount(group, weights=nonzero, minlength=num_quantized_bins)
+        q = np.where(nonzero, (totals / np.maximum(norms, 1))[group], 0.0)
+        ps, qs = _smooth(p), _smooth(q)
+        if ps is None or qs is None:
+            continue
+        divergence = _kl(ps, qs)
+        if divergence < best:
+            best, best_th = divergence, float(edges[stop])
+    return best_th
 
 
 def _qdq(x: Node, scale: float, name: str) -> Node:

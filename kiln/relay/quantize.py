@@ -8,19 +8,22 @@ The pass rewrites
 
 into ``qnn.conv2d`` / ``qnn.dense`` on ``x_q`` (int8 or uint8, per-tensor scale): int32
 accumulation, the bias in int32 with the input zero point's term folded in
-(``bias - zx * sum(w)``; convolutions pad with ``zx``, the quantized 0.0), and the
-requantization ``acc * (sx * sw[o] / sy)`` fused into the kernel. Constant weights (per
-tensor or per output channel, their zero point subtracted at compile time; they must then fit
-int8) are packed ``OHWI`` for convolutions. Guarantee: the result equals onnxruntime's
-QLinearConv / QLinearMatMul on the same operands (float32 multiplier, round half to even,
-saturation). Anything else (grouped convolutions, per-channel activations, computed weights)
-is left as it is: the float operators between dequantize and quantize, which compute the
-same values up to rounding.
+(``bias - zx * sum(w)``; convolutions pad with ``zx``, the quantized 0.0, and compute int8
+data shifted to uint8, so there ``zx + 128``), and the requantization ``acc * (sx * sw[o] /
+sy)`` fused into the kernel. Constant weights (per tensor or per output channel, their zero
+point subtracted at compile time; they must then fit int8) are packed for convolutions in
+the blocked layout of their VNNI kernel (``kiln.topi.x86.int8.pack_conv2d_weight``).
+Guarantee: the result equals onnxruntime's QLinearConv / QLinearMatMul on the same operands
+(float32 multiplier, round half to even, saturation). Anything else (grouped convolutions,
+per-channel activations, computed weights) is left as it is: the float operators between
+dequantize and quantize, which compute the same values up to rounding.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from kiln.topi.x86 import int8
 
 from .graph import Graph, Node, call, const
 from .quantize_ops import np_dequantize, np_quantize
@@ -159,15 +162,17 @@ def _rewrite_quantized(q: Node, m: dict, x_q: Node) -> Node | None:
     bias = _bias_i32(m["bias"], in_scale.astype(np.float64), n_out)
     if bias is None:
         return None
-    bias = bias - zx * wq.reshape(n_out, -1).astype(np.int64).sum(axis=1)
+    # the input zero point's term; a convolution computes int8 data shifted to uint8
+    zx_acc = int8.unsigned_zero_point(x.inputs[0].dtype, zx) if anchor.op == "conv2d" else zx
+    bias = bias - zx_acc * wq.reshape(n_out, -1).astype(np.int64).sum(axis=1)
     mult = (in_scale / np.float32(sy)).astype(np.float32)
     common = {"output_zero_point": zy, "out_dtype": q.dtype, "relu": m["relu"]}
     ops = [x_q, None, const(bias.astype(np.int32), f"{anchor.name}_bias_i32"),
            const(mult, f"{anchor.name}_requant_scale")]
     if anchor.op == "conv2d":
-        ops[1] = const(np.ascontiguousarray(wq.transpose(0, 2, 3, 1)), f"{anchor.name}_w_ohwi")
+        ops[1] = const(int8.pack_conv2d_weight(wq), f"{anchor.name}_w_packed")
         a = anchor.attrs
-        return call("qnn.conv2d", ops, name=anchor.name, strides=a["strides"],
+        return call("qnn.conv2d", ops, name=anchor.name, channels=n_out, strides=a["strides"],
                     padding=a["padding"], dilation=a["dilation"], input_zero_point=zx, **common)
     ops[1] = const(wq, f"{anchor.name}_w_int8")
     return call("qnn.dense", ops, name=anchor.name, **common)
@@ -197,4 +202,10 @@ def fake_quantization_to_integer(graph: Graph) -> Graph:
 
 
 # TVM's relay.quantize namespace: the post-training quantizer beside the QDQ pass
-from .ptq import QConfig, current_qconfig, qconfig, quantize  # noqa: E402, F401
+from .ptq import (  # noqa: E402, F401
+    QConfig,
+    current_qconfig,
+    kl_divergence_scale,
+    qconfig,
+    quantize,
+)

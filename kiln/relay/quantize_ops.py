@@ -5,8 +5,9 @@ numpy evaluations, the rows of the operator table ``op.OPS`` under the names bel
   zero_point)`` as the zero point's type (int8/uint8), ONNX's QuantizeLinear; ``scale`` and
   ``zero_point`` are 0-d (per tensor) or 1-D along ``axis`` (per channel).
 * ``qnn.dequantize(x, scale, zero_point, axis=1)``: ``(x - zero_point) * scale`` in float32.
-* ``qnn.conv2d(x, weight_ohwi, bias_i32, multiplier, strides, padding, dilation,
-  input_zero_point, output_zero_point, out_dtype, relu)`` and ``qnn.dense(x, weight, bias_i32,
+* ``qnn.conv2d(x, weight_packed, bias_i32, multiplier, channels, strides, padding, dilation,
+  input_zero_point, output_zero_point, out_dtype, relu)`` (the weight packed by
+  ``kiln.topi.x86.int8.pack_conv2d_weight``) and ``qnn.dense(x, weight, bias_i32,
   multiplier, output_zero_point, out_dtype, relu)``: int8 kernels with int32 accumulation and
   requantization fused (``kiln.topi.x86.int8``); made by the graph rewrite
   :func:`kiln.relay.quantize.fake_quantization_to_integer`.
@@ -72,9 +73,9 @@ def np_dequantize(v: list[np.ndarray], a: dict) -> np.ndarray:
 
 def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
     """The ``qnn.conv2d`` compute."""
-    return int8.conv2d_int8_nchw(*ts, a["strides"], tuple(a["padding"]), a["dilation"],
-                                 a["input_zero_point"], a["output_zero_point"], a["out_dtype"],
-                                 a.get("relu", False))
+    return int8.conv2d_int8_nchw(*ts, a["channels"], a["strides"], tuple(a["padding"]),
+                                 a["dilation"], a["input_zero_point"], a["output_zero_point"],
+                                 a["out_dtype"], a.get("relu", False))
 
 
 def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:

@@ -11,6 +11,13 @@ injective operators that leave the leading axis alone). Such a group is speciali
 then apply: every shape is static) and run as ``n // R`` blocks of the largest count, then
 the remainder by the smaller ones (the 1-row kernel last, so every ``n`` is covered).
 
+A packed dense (``dense_pack``, from the x86 layout pass) is not row-wise here on purpose:
+its kernel takes any number of rows in one call (the last, partial block of rows inside
+the kernel), where each row block's call would stream all of its weights again; a group
+with one is left to the op strategy's symbolic kernel. The row blocks remain for the
+operators whose hand schedules need static shapes (convolutions, pooling, an unpacked
+``dense``).
+
 Guarantee: running the blocks over rows ``[0, n)`` computes what the group computes for
 ``n`` rows (its operators never mix rows); a group that is not row-separable is left to
 the op strategy's symbolic kernel.

@@ -168,17 +168,25 @@ def group_compute(group: Group | HorizontalGroup,
     external input (``p0``, ``p1`` ... in first-use order), then the group's output tensor.
     ``computes`` replaces the compute of the relay operators it names."""
     computes = computes or {}
-    inside = {n.uid for n in group.nodes}
-    inputs: list[Node] = []
-    tensors: dict[int, te.Tensor] = {}
+    inputs = external_inputs(group)
+    tensors: dict[int, te.Tensor] = {
+        i.uid: te.placeholder(i.shape, dtype=i.dtype, name=f"p{k}") for k, i in enumerate(inputs)}
     for n in group.nodes:
-        for i in n.inputs:
-            if i.uid not in inside and i.uid not in tensors:
-                tensors[i.uid] = te.placeholder(i.shape, dtype=i.dtype, name=f"p{len(inputs)}")
-                inputs.append(i)
         compute = computes.get(n.op, OPS[n.op][0])
         tensors[n.uid] = compute([tensors[i.uid] for i in n.inputs], n.attrs)
     return inputs, [tensors[i.uid] for i in inputs] + [tensors[o.uid] for o in group.outputs]
+
+
+def external_inputs(group: Group | HorizontalGroup) -> list[Node]:
+    """The values the group reads that it does not compute, in first-use order: its
+    kernel's first arguments."""
+    inside = {n.uid for n in group.nodes}
+    found: dict[int, Node] = {}
+    for n in group.nodes:
+        for i in n.inputs:
+            if i.uid not in inside:
+                found.setdefault(i.uid, i)
+    return list(found.values())
 
 
 def _anchor_label(group: Group) -> str | None:

@@ -1,6 +1,7 @@
 """Graph passes: parameter binding, constant folding, batch-norm folding into convolutions,
-depthwise weight layout, operator fusion and memory planning (static; a graph with symbolic
-dimensions gets its intermediates' lifetimes, planned at run time)."""
+depthwise weight layout, operator fusion, views (reshape-only groups that need no kernel) and
+memory planning (static; a graph with symbolic dimensions gets its intermediates'
+lifetimes, planned at run time)."""
 
 from __future__ import annotations
 
@@ -153,69 +154,136 @@ def fuse_ops(graph: Graph, opt_level: int = 3) -> list[Group]:
     """Greedy fusion by TVM's pattern kinds: elementwise/broadcast operators join the group of
     a producer that is complex-out-fusable (conv2d, dense) or injective, when that producer is
     the group's output and has no other user; injective chains fuse together. Reductions and
-    opaque operators (pooling, softmax) stay kernels of their own."""
+    opaque operators (pooling, softmax) stay kernels of their own.
+
+    A group output with several users joins them all at once when they meet again at one
+    node (a diamond: GELU's ``x * (1 + erf(x / sqrt 2))``, whose two paths from ``x`` meet
+    at the product) and every node on the paths may join the group (:func:`_diamond`), as
+    TVM fuses up to the post-dominator."""
     users = graph.users()
     outs = {o.uid for o in graph.outputs}
+    pos = {n.uid: k for k, n in enumerate(graph.nodes)}
     group_of: dict[int, Group] = {}
     groups: list[Group] = []
     for n in graph.nodes:
-        if n.is_const or n.is_input:
+        if n.is_const or n.is_input or n.uid in group_of:
             continue
         p = pattern(n.op)
-        target = None
+        target, joined = None, [n]
         if opt_level >= 1 and p <= INJECTIVE:
             for q in n.inputs:
                 g = group_of.get(q.uid)
                 if g is None or g.output is not q or q.uid in outs:
                     continue
+                region = [n]
                 if len(users.get(q.uid, [])) != 1:
-                    continue
-                if g.anchor_pattern == OUT_ELEMWISE_FUSABLE and p > BROADCAST:
-                    continue
-                if g.anchor_pattern not in (OUT_ELEMWISE_FUSABLE,) and g.anchor_pattern > \
-                        INJECTIVE:
+                    region = _diamond(q, users, outs, pos)
+                    if region is None or any(r.uid in group_of for r in region):
+                        continue  # (a user of q run earlier joined another group)
+                if any(not _may_join(g.anchor_pattern, pattern(r.op)) for r in region):
                     continue
                 if target is None or g.anchor_pattern > target.anchor_pattern:
-                    target = g
+                    target, joined = g, region
         if target is None:
             target = Group(anchor_pattern=p)
             groups.append(target)
-        else:
-            target.anchor_pattern = max(target.anchor_pattern, p)
-        target.nodes.append(n)
-        group_of[n.uid] = target
+        for r in joined:
+            target.anchor_pattern = max(target.anchor_pattern, pattern(r.op))
+            target.nodes.append(r)
+            group_of[r.uid] = target
     # run order: a group needs only the outputs of other groups (interior nodes have a single
     # user inside the group), so ordering groups by their output's topological position is a
     # valid schedule even when a node joined a group created earlier than one of its inputs'.
-    pos = {n.uid: k for k, n in enumerate(graph.nodes)}
     groups.sort(key=lambda g: pos[g.output.uid])
     return groups
 
 
-# ---- memory planning -----------------------------------------------------------------------
-def lifetimes(groups: list[Group], graph: Graph) -> dict[int, tuple[int, int]]:
+def _may_join(anchor: int, p: int) -> bool:
+    """Whether an operator of pattern ``p`` may join a group of anchor pattern ``anchor``
+    as its new output: elementwise/broadcast after a complex-out-fusable operator, up to
+    injective after an injective group."""
+    if anchor == OUT_ELEMWISE_FUSABLE:
+        return p <= BROADCAST
+    return anchor <= INJECTIVE and p <= INJECTIVE
+
+
+#: the most nodes a diamond (:func:`_diamond`) may hold
+_MAX_DIAMOND = 16
+
+
+def _diamond(q: Node, users: dict[int, list[Node]], outs: set[int],
+             pos: dict[int, int]) -> list[Node] | None:
+    """The nodes on the paths from ``q`` to the node where they all meet (the immediate
+    post-dominator of ``q``), that node last, in run order: None when the paths reach a
+    graph output or a node without users before they meet, or hold more than
+    :data:`_MAX_DIAMOND` nodes. Every user of a returned node but the last is a returned
+    node, so the region joins ``q``'s group with one output, its last node."""
+    frontier = {u.uid: u for u in users.get(q.uid, [])}
+    region: list[Node] = []
+    while len(frontier) > 1:
+        f = min(frontier.values(), key=lambda x: pos[x.uid])
+        del frontier[f.uid]
+        nexts = users.get(f.uid, [])
+        if f.uid in outs or not nexts or len(region) >= _MAX_DIAMOND:
+            return None
+        region.append(f)
+        frontier.update((u.uid, u) for u in nexts)
+    if not frontier:
+        return None
+    return region + list(frontier.values())
+
+
+# ---- views and memory planning -------------------------------------------------------------
+#: operators whose output is their input's memory read with another shape
+_VIEW_OPS = frozenset({"reshape", "flatten"})
+
+
+def view_groups(groups: list[Group], graph: Graph) -> dict[int, int]:
+    """The groups that only reshape an intermediate (TVM's ``reshape_only`` functions): a
+    group of reshapes whose input is the output of another group and neither tensor is a
+    graph output. Such a group needs no kernel: its output is a view of its input's storage.
+    Returns view node uid -> uid of the node whose storage it reads (itself no view)."""
+    outs = {o.uid for o in graph.outputs}
+    produced = {g.output.uid for g in groups}
+    views: dict[int, int] = {}
+    for g in groups:  # run order: a view's input is decided before the view
+        src = g.nodes[0].inputs[0]
+        if (all(n.op in _VIEW_OPS for n in g.nodes) and src.uid in produced
+                and src.uid not in outs and g.output.uid not in outs):
+            views[g.output.uid] = views.get(src.uid, src.uid)
+    return views
+
+
+def lifetimes(groups: list[Group], graph: Graph,
+              views: dict[int, int] | None = None) -> dict[int, tuple[int, int]]:
     """The first and last step (kernel index) of each intermediate: a group output that is
-    not a graph output, by node uid, in run order. ``groups`` are the kernels: a
+    not a graph output, by node uid, in run order; a read of a view (:func:`view_groups`)
+    is a read of the tensor it views. ``groups`` are the kernels: a
     :class:`.horizontal_fusion.HorizontalGroup` writes all its groups' outputs in one step."""
     outs = {o.uid for o in graph.outputs}
+    views = views or {}
     last_use: dict[int, int] = {}
     for k, g in enumerate(groups):
         for n in g.nodes:
             for i in n.inputs:
-                last_use[i.uid] = k
+                last_use[views.get(i.uid, i.uid)] = k
     return {o.uid: (k, last_use.get(o.uid, k)) for k, g in enumerate(groups)
             for o in g.outputs if o.uid not in outs}
 
 
-def plan_memory(groups: list[Group], graph: Graph) -> tuple[dict[int, int], list[int], int]:
+def plan_memory(groups: list[Group], graph: Graph, views: dict[int, int] | None = None
+                ) -> tuple[dict[int, int], list[int], int]:
     """Assign each intermediate (a group output that is not a graph output) a storage id,
     reusing storages whose tensors are dead (liveness by kernel order, best fit:
     :func:`kiln.runtime.graph_executor.plan_storages`, which plans a dynamic graph's
-    storages at run time). The graph's shapes must be static.
+    storages at run time); a view (:func:`view_groups`, not among ``groups``) gets the
+    storage of the tensor it views. The graph's shapes must be static.
 
     Returns (node uid -> storage id, storage sizes in bytes, bytes without reuse)."""
-    live = lifetimes(groups, graph)
+    live = lifetimes(groups, graph, views)
     nodes = {o.uid: o for g in groups for o in g.outputs}
     need = {uid: max(nodes[uid].nbytes, 1) for uid in live}
     sids, sizes = plan_storages([(*live[uid], need[uid]) for uid in live])
-    return dict(zip(live, sids, strict=True)), sizes, sum(need.values())
+    assign = dict(zip(live, sids, strict=True))
+    assign.update((view, assign[src]) for view, src in (views or {}).items())
+    return assign, sizes, sum(need.values())

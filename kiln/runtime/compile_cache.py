@@ -4,8 +4,9 @@ An entry is a built file (a shared library), ``<name>-<key[:40]><suffix>``, name
 of everything it was built from (its *key*), beside its record ``<name>-<key[:40]>.json``:
 the full key, the file's size and its SHA-256. What this module guarantees:
 
-* :func:`lookup` returns an entry's path only when its record names the same key and the file
-  has the recorded size and SHA-256. A truncated, emptied or foreign file (another kernel's
+* :func:`lookup` returns an entry's path (and :func:`lookup_info` the ``info`` its builder
+  recorded beside it) only when its record names the same key and the file has the recorded
+  size and SHA-256. A truncated, emptied or foreign file (another kernel's
   library copied over it) is never returned, so never ``dlopen``-ed; :func:`build` logs a
   warning for it and builds it again.
 * :func:`build` writes the file and then its record under temporary names and renames each
@@ -39,7 +40,7 @@ try:
 except ImportError:  # not POSIX: entries are still renamed into place, only not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CacheEntry", "cache_entry", "lookup", "build", "atomic_write_text"]
+__all__ = ["CacheEntry", "cache_entry", "lookup", "lookup_info", "build", "atomic_write_text"]
 
 _log = logging.getLogger("kiln.runtime")
 _ABSENT = "absent"  # _check's answer for an entry not built yet (no warning)
@@ -78,17 +79,32 @@ def lookup(entry: CacheEntry) -> str | None:
     return str(entry.path) if _check(entry) is None else None
 
 
-def build(entry: CacheEntry, make: Callable[[CacheEntry, Path], None]) -> str:
+def lookup_info(entry: CacheEntry) -> dict | None:
+    """The ``info`` recorded with the entry by :func:`build` when the entry is built and
+    matches its record (``{}`` when it was built without one), else None."""
+    if _check(entry) is not None:
+        return None
+    try:
+        info = json.loads(entry.record_path.read_text(encoding="utf-8")).get("info", {})
+    except (OSError, ValueError):  # replaced since the check: a miss
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def build(entry: CacheEntry, make: Callable[[CacheEntry, Path], None],
+          info: dict | None = None) -> str:
     """The path of ``entry``, built by ``make(entry, out)`` unless a valid one is there.
 
     ``make`` writes the file ``out`` (a temporary name in ``entry.directory``); its errors
-    propagate. When the directory cannot be written, the entry is built in this process's
-    temporary cache directory instead (with a warning).
+    propagate. ``info`` (JSON data) is recorded with the file, for :func:`lookup_info`. When
+    the directory cannot be written, the entry is built in this process's temporary cache
+    directory instead (with a warning).
     """
     try:
-        return _build_in(entry, make)
+        return _build_in(entry, make, info)
     except OSError as e:
-        return _build_in(replace(entry, directory=_fallback_dir(entry.directory, e)), make)
+        return _build_in(replace(entry, directory=_fallback_dir(entry.directory, e)), make,
+                         info)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -103,7 +119,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _build_in(entry: CacheEntry, make: Callable[[CacheEntry, Path], None]) -> str:
+def _build_in(entry: CacheEntry, make: Callable[[CacheEntry, Path], None],
+              info: dict | None) -> str:
     entry.directory.mkdir(parents=True, exist_ok=True)
     with _locked(entry.lock_path):
         problem = _check(entry)
@@ -116,7 +133,8 @@ def _build_in(entry: CacheEntry, make: Callable[[CacheEntry, Path], None]) -> st
         os.close(fd)
         try:
             make(entry, Path(tmp))
-            record = {"key": entry.key, "size": os.path.getsize(tmp), "sha256": _sha256(tmp)}
+            record = {"key": entry.key, "size": os.path.getsize(tmp), "sha256": _sha256(tmp),
+                      "info": info or {}}
             os.replace(tmp, entry.path)
             atomic_write_text(entry.record_path, json.dumps(record))
         finally:

@@ -10,6 +10,14 @@ disk is full (the compiler says so: ``No space left on device``), gives a tempor
 Which compiler runs, and the ``-march`` a target selects, are the target's facts
 (``kiln.target.cc``, ``kiln.target.cpu``); the compiler runs without a sanitizer runtime in
 ``LD_PRELOAD`` (:func:`compiler_env`).
+
+A library can also be built from parts, each cached on its own: :func:`compile_object`
+compiles one translation unit (a kernel) into an object file, cached under the key its
+caller chose (:func:`object_entry`: what determines the source, plus the compiler and its
+flags), and :func:`link_shared` links objects and a small glue translation unit into a
+shared library, cached under the objects' keys and the glue. The objects of one library are
+compiled side by side, :func:`compile_jobs` at a time (``KILN_COMPILE_JOBS``, default: the
+CPUs this process may run on).
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ __all__ = [
     "compiler_version",
     "build_flags",
     "compile_shared",
+    "compile_jobs",
+    "object_entry",
+    "compile_object",
+    "link_shared",
     "compiler_env",
     "compile_asm",
     "runtime_header",
@@ -249,23 +261,81 @@ def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "
 
 
 def _compile(command: tuple[str, ...], flags: list[str], source: str, src_path: Path,
-             out: Path) -> None:
-    """Compile ``source`` (saved at ``src_path``) into the shared library ``out``, retrying
-    without the optional flags the compiler turns out not to support."""
+             out: Path, objects: list[str] | tuple[str, ...] = ()) -> None:
+    """Compile ``source`` (saved at ``src_path``) into ``out`` (a shared library linked with
+    ``objects``, or an object file under ``-c``), retrying without the optional flags the
+    compiler turns out not to support."""
     atomic_write_text(src_path, source)
     used = list(flags)
-    argv = [*used, "-o", str(out), str(src_path), "-lm"]
+    link = [] if "-c" in used else [*objects, "-lm"]
+    argv = [*used, "-o", str(out), str(src_path), *link]
     res = _run(command, argv)
     if res.returncode != 0:
         dropped = [f for f in _OPTIONAL_FLAGS if f in used and not _flag_supported(command, f)]
         if dropped:
             used = [f for f in used if f not in dropped]
-            argv = [*used, "-o", str(out), str(src_path), "-lm"]
+            argv = [*used, "-o", str(out), str(src_path), *link]
             res = _run(command, argv)
     if res.returncode != 0:
         if _NO_SPACE in res.stderr + res.stdout:  # a full cache: build in a temporary one
             raise OSError(errno.ENOSPC, f"the C compiler could not write {out}: {_NO_SPACE}")
         raise _compile_error(res, [*command, *argv], src_path, source)
+
+
+def compile_jobs() -> int:
+    """How many compilers run side by side: ``KILN_COMPILE_JOBS``, else the CPUs this
+    process may run on."""
+    env = os.environ.get("KILN_COMPILE_JOBS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _object_flags(flags: list[str] | tuple[str, ...] | None) -> list[str]:
+    return [f for f in build_flags(flags) if f != "-shared"] + ["-c"]
+
+
+def object_entry(key: str, *, flags: list[str] | None = None, name: str = "kernel"
+                 ) -> CacheEntry:
+    """The cache entry of the object file whose source ``key`` determines (a hex digest
+    chosen by the caller), compiled with ``flags`` by the compiler in use."""
+    command = compiler_command()
+    all_flags = _object_flags(flags) + _workaround_flags(command)
+    return cache_entry(cache_dir(), name, _cache_key(key, command, all_flags), ".o")
+
+
+def compile_object(entry: CacheEntry, source: str, *, flags: list[str] | None = None,
+                   info: dict | None = None) -> str:
+    """The object file of ``entry`` (from :func:`object_entry` with the same ``flags``),
+    compiled from C ``source`` unless a valid one is cached; ``info`` is recorded beside it
+    (``compile_cache.lookup_info``). Errors as :func:`compile_shared`'s."""
+    command = compiler_command()
+    all_flags = _object_flags(flags) + _workaround_flags(command)
+
+    def make(entry: CacheEntry, out: Path) -> None:
+        _compile(command, all_flags, source, entry.path.with_suffix(".c"), out)
+
+    return build(entry, make, info)
+
+
+def link_shared(objects: list[CacheEntry], glue: str, *, flags: list[str] | None = None,
+                name: str = "lib") -> str:
+    """A shared library linked from the built ``objects`` and the C source ``glue`` (compiled
+    with them), cached under the objects' keys and ``glue``; errors as
+    :func:`compile_shared`'s."""
+    command = compiler_command()
+    all_flags = build_flags(flags) + _workaround_flags(command)
+    key = _cache_key("\0".join([glue, *(o.key for o in objects)]), command, all_flags)
+    entry = cache_entry(cache_dir(), name, key, shared_suffix())
+
+    def make(entry: CacheEntry, out: Path) -> None:
+        _compile(command, all_flags, glue, entry.path.with_suffix(".c"), out,
+                 [str(o.path) for o in objects])
+
+    return lookup(entry) or build(entry, make)
 
 
 def compile_asm(source: str, *, flags: list[str] | None = None) -> str:

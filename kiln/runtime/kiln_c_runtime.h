@@ -19,8 +19,14 @@
 
 #if defined(_WIN32)
 #define KILN_DLL __declspec(dllexport)
+#define KILN_ONCE
+#define KILN_LOCAL
 #else
 #define KILN_DLL __attribute__((visibility("default")))
+/* One definition per library of what every translation unit defines: relay.build links a
+ * library from kernels compiled apart (kiln/runtime/compiler.py, link_shared). */
+#define KILN_ONCE __attribute__((weak))
+#define KILN_LOCAL __attribute__((visibility("hidden")))
 #endif
 
 typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
@@ -42,9 +48,9 @@ enum { KILN_INT = 0, KILN_UINT = 1, KILN_FLOAT = 2, KILN_HANDLE = 3, KILN_NULL =
 enum { KILN_DL_INT = 0, KILN_DL_UINT = 1, KILN_DL_FLOAT = 2, KILN_DL_BFLOAT = 4 };
 enum { KILN_CPU = 1, KILN_CUDA = 2 };
 
-static _Thread_local char kiln_error_buf[1024];
+KILN_ONCE KILN_LOCAL _Thread_local char kiln_error_buf[1024];
 
-KILN_DLL const char* kiln_last_error(void) { return kiln_error_buf; }
+KILN_ONCE KILN_DLL const char* kiln_last_error(void) { return kiln_error_buf; }
 
 static void kiln_set_error(const char* fmt, ...) {
   va_list ap;
@@ -104,7 +110,7 @@ static inline float kiln_f32_from_bf16(uint16_t h) {
 enum { KILN_STR = 11 };
 typedef int32_t (*KilnPackedCallback)(const char* name, KilnValue* args, int32_t* type_codes,
                                       int32_t num_args, char* error, int32_t error_size);
-KILN_DLL KilnPackedCallback kiln_packed_callback = NULL;
+KILN_ONCE KILN_DLL KilnPackedCallback kiln_packed_callback = NULL;
 
 static int32_t kiln_call_packed(const char* name, KilnValue* args, int32_t* type_codes,
                                 int32_t num_args) {

@@ -27,7 +27,9 @@ from typing import Any
 from ..errors import TVMError
 from . import fastcall as _fc
 from . import packed_call
-from .compiler import compile_asm, compile_shared, shared_suffix
+from .cache_flush import cache_flush_cpu_non_first_arg  # noqa: F401 - an f_preproc
+from .compile_cache import CacheEntry
+from .compiler import compile_asm, compile_shared, link_shared, shared_suffix
 from .device import Device
 from .registry import get_global_func
 
@@ -199,6 +201,26 @@ class Module:
         return cls(path, functions=function_names, entry=entry, target=target_kind,
                    source=source)
 
+    @classmethod
+    def from_objects(
+        cls,
+        objects: list[CacheEntry],
+        glue: str,
+        function_names: Sequence[str],
+        entry: str | None,
+        target_kind: str,
+        source: str,
+        flags: list[str] | None = None,
+    ) -> Module:
+        """Link the compiled ``objects`` and the C ``glue`` (cached, ``link_shared``) and load
+        the library; ``source`` is the C source of the whole (the objects' and the glue's),
+        which the library embeds as :meth:`from_source`'s does."""
+        info = {"functions": list(function_names), "entry": entry, "target": target_kind}
+        path = link_shared(objects, glue + _metadata_c(source, info), flags=flags,
+                           name=entry or "lib")
+        return cls(path, functions=function_names, entry=entry, target=target_kind,
+                   source=source)
+
     # ---- calling ---------------------------------------------------------------------
     def get_function(self, name: str, query_imports: bool = False) -> PackedFunc:
         """The packed function ``name``; AttributeError if the module has none."""
@@ -337,22 +359,27 @@ class Module:
         """A function that times ``func_name`` on its arguments: after one warm-up call, each
         of ``repeat`` measurements runs the function ``number`` times and records the mean;
         with ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
+        ``f_preproc`` names a global function run on the arguments before each measurement
+        (``"cache_flush_cpu_non_first_arg"``: empty the CPU caches, runtime/cache_flush.py).
         ``ctx=`` is accepted for the book's spelling of ``dev``; with neither, ``cpu(0)``."""
         dev = dev if dev is not None else ctx
         if dev is None:
             from .device import cpu
 
             dev = cpu(0)
+        preproc = get_global_func(f_preproc) if f_preproc else None
         return time_evaluator(self.get_function(func_name, query_imports=True), dev, number,
-                              repeat, min_repeat_ms)
+                              repeat, min_repeat_ms, preproc)
 
 
 def time_evaluator(func: Callable[..., Any], dev: Device, number: int = 10, repeat: int = 1,
-                   min_repeat_ms: float = 0) -> Callable[..., BenchmarkResult]:
+                   min_repeat_ms: float = 0, preproc: Callable[..., Any] | None = None
+                   ) -> Callable[..., BenchmarkResult]:
     """A function that times ``func`` on its arguments by the wall clock, ``dev.sync()``
     after each measurement: after one warm-up call, each of ``repeat`` measurements runs
     ``func`` ``number`` times and records the mean; with ``min_repeat_ms``, ``number`` grows
-    until one measurement lasts that long."""
+    until one measurement lasts that long. ``preproc(*args)``, when given, runs before each
+    measurement, untimed."""
     if repeat < 1 or number < 1:
         raise ValueError("time_evaluator: number and repeat must be >= 1")
 
@@ -362,6 +389,8 @@ def time_evaluator(func: Callable[..., Any], dev: Device, number: int = 10, repe
         n = int(number)
         results = []
         for _ in range(repeat):
+            if preproc is not None:
+                preproc(*args)
             elapsed = 0.0
             while True:
                 if elapsed > 0.0:

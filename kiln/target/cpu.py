@@ -7,7 +7,8 @@ the bytes of one vector register, the number of vector registers and the ISA fea
 * ``-mcpu=<name>`` naming a known x86 CPU: the ISA class of that CPU (:func:`cpu_for_mcpu`,
   the table :data:`MCPU_ISA`), with the features the C compiler enables for
   ``-march=<name>`` (``sapphirerapids``: AVX-512 bf16, VNNI, AMX), else the class's
-  baseline; the C compiler then gets ``-march=<name>`` (:func:`march_flags`);
+  baseline with the name's known reduced-precision features (:data:`MCPU_FEATURES`); the C
+  compiler then gets ``-march=<name>`` (:func:`march_flags`);
 * ``KILN_VECTOR_BYTES`` (16, 32 or 64) pins this machine's description to the x86 class of
   that width (tests, or planning for another machine while building for this one);
 * otherwise this machine (:func:`host_cpu`): the macros the C compiler predefines under
@@ -90,6 +91,22 @@ MCPU_ISA: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+_AVX512_SERVER = frozenset({"avx512bw", "avx512dq", "avx512vl", "avx512vnni"})
+_SAPPHIRE = _AVX512_SERVER | {"avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-int8",
+                              "amx-bf16"}
+_ZEN4 = _AVX512_SERVER | {"avx512bf16"}
+#: the reduced-precision features (beyond the class baseline) of named CPUs, for a C compiler
+#: that does not know the name (GCC 12 and ``emeraldrapids``, ``znver4`` ...) or none at all:
+#: a target names its CPU to plan for that CPU's bf16, VNNI and AMX paths
+MCPU_FEATURES: dict[str, frozenset[str]] = {
+    "cascadelake": _AVX512_SERVER,
+    "cooperlake": _AVX512_SERVER | {"avx512bf16"},
+    "sapphirerapids": _SAPPHIRE, "emeraldrapids": _SAPPHIRE, "graniterapids": _SAPPHIRE,
+    "diamondrapids": _SAPPHIRE,
+    "znver4": _ZEN4, "znver5": _ZEN4,
+}
+
+
 def _of_isa(isa: _ISA, features: frozenset[str] | None = None) -> CPUInfo:
     return CPUInfo(isa.name, isa.vector_bytes, isa.vector_registers,
                    isa.baseline if features is None else features)
@@ -106,12 +123,17 @@ def cpu_from_macros(macros: set[str] | frozenset[str]) -> CPUInfo:
 def cpu_for_mcpu(mcpu: str) -> CPUInfo | None:
     """The description of an x86 ``-mcpu`` name: the ISA class of :data:`MCPU_ISA`, with the
     features the C compiler enables for ``-march=<name>`` (the class's baseline where the
-    compiler cannot say); None when the table does not know the name (the target then plans
-    for this machine; the C compiler judges the name when it gets ``-march=``)."""
+    compiler cannot say, plus the name's :data:`MCPU_FEATURES`); None when the table does
+    not know the name (the target then plans for this machine; the C compiler judges the
+    name when it gets ``-march=``)."""
     name = mcpu.lower()
-    for keys, isa in MCPU_ISA:
+    for keys, isa_name in MCPU_ISA:
         if any(k in name for k in keys):
-            return _of_isa(_BY_NAME[isa], _march_features(mcpu, _BY_NAME[isa]))
+            isa = _BY_NAME[isa_name]
+            known = _march_features(mcpu, isa)
+            if known is None:
+                known = isa.baseline | MCPU_FEATURES.get(name, frozenset())
+            return _of_isa(isa, known)
     return None
 
 

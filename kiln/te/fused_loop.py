@@ -25,11 +25,43 @@ by side instead of one after the other (seed 002; HFuse-style horizontal kernel 
     }
     for (x, 0, 2) { for (y, 0, n) { Z[x, y] = fused.v0[x, y]*fused.v1[x, y] } }
 
+``interleave=k`` (constant extents) visits blocks of ``k`` rows of each branch round-robin,
+while a branch still has rows, so that each thread's chunk of a ``parallel`` loop holds rows
+of every branch; with extents ``[2, 4]`` and ``k = 1`` (X0 Y0 X1 Y1 Y2 Y3)::
+
+  ``X2, Y2 = s.create_fused_loop([[X], [Y]], [X, Y], [2, 4], interleave=1)``
+
+    parallel (fused, 0, 6) {
+      if (fused < 4) {
+        fused.round = floordiv(fused, 2)
+        fused.pos = floormod(fused, 2)
+        if (fused.pos < 1) {
+          // attr [fused] fused_branch_scope = 0
+          produce X { ... row fused.round ... }
+        } else {
+          // attr [fused] fused_branch_scope = 1
+          produce Y { ... row fused.round ... }
+        }
+      } else {
+        // attr [fused] fused_branch_scope = 1
+        Y.row = fused - 2
+        produce Y { ... row Y.row ... }
+      }
+    }
+
 Guarantees:
 
 * Branch ``i`` runs where ``loop_axis`` lies in ``[offset_i, offset_i + extents[i])`` (the
   prefix sums of ``extents``), under an ``AttrStmt(op, "fused_branch_scope", i)``, computing
   row ``loop_axis - offset_i`` of its stage: one row per iteration, no loop left over the rows.
+* With ``interleave=k``, round ``t`` of the loop computes rows ``[t*k, min((t+1)*k,
+  extents[i]))`` of each branch ``i`` that still has rows, in branch order: every row of
+  every branch exactly once, ``sum(extents)`` iterations, none out of range. The row map is
+  a chain of *pieces* (runs of rounds in which every branch takes as many rows; a piece of
+  several rounds binds ``<name>.round`` and ``<name>.pos``), each a chain of blocks; a branch
+  met in several blocks reads its row from ``<branch>.row``, bound in each (and substituted
+  by ``Simplify`` where it is a variable). A block size of at least every extent but the
+  last gives the end-to-end order.
 * The fused outputs are ``<name>.v0``, ``<name>.v1``, ... (``new_outputs``); every stage that
   read a branch reads them instead. A branch stage stores straight into its fused output.
 * ``loop_axis`` takes ``split``, ``fuse`` (of its pieces), ``reorder``, ``parallel``,
@@ -49,11 +81,13 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
 
 from kiln.arith import Analyzer, IntervalSet
 from kiln.errors import ScheduleError
-from kiln.ir.expr import Call, IterVar, PrimExpr, Range, Var
-from kiln.ir.op import convert
+from kiln.ir.expr import Call, IntImm, IterVar, PrimExpr, Range, Var
+from kiln.ir.op import convert, floordiv, floormod
 from kiln.ir.printer import expr_text
 from kiln.ir.stmt import AttrStmt, Evaluate, IfThenElse, LetStmt, Stmt
 
@@ -70,22 +104,129 @@ FUSED_BRANCH_SCOPE = "fused_branch_scope"
 _FUSED_PRIMITIVES = ("split", "fuse", "reorder", "parallel", "unroll", "bind", "compute_root")
 
 
+@dataclass(frozen=True)
+class RowBlock:
+    """Rows of branch ``branch`` in each round of a :class:`RowPiece`: positions
+    ``[start, start + width)`` of the round compute its rows ``first_row + round*width``
+    onwards."""
+
+    branch: int
+    start: PrimExpr
+    width: PrimExpr
+    first_row: PrimExpr
+
+
+@dataclass(frozen=True)
+class RowPiece:
+    """Rows ``[start, start + rounds*period)`` of ``loop_axis``: ``rounds`` rounds of
+    ``period`` rows, each round the ``blocks`` one after the other."""
+
+    start: PrimExpr
+    rounds: int
+    period: PrimExpr
+    blocks: tuple[RowBlock, ...]
+
+
+def end_to_end(extents: list[PrimExpr]) -> list[RowPiece]:
+    """The classic row map: one round, branch ``i`` on rows ``[offset_i, offset_i + extent_i)``
+    (the prefix sums)."""
+    offsets = _prefix_sums(extents)
+    blocks = tuple(RowBlock(i, offsets[i], extent, convert(0))
+                   for i, extent in enumerate(extents))
+    return [RowPiece(convert(0), 1, offsets[-1], blocks)]
+
+
+def interleaved(extents: list[int], k: int) -> list[RowPiece]:
+    """The row map that visits blocks of ``k`` rows of each branch round-robin, while a
+    branch still has rows: round ``t`` gives branch ``i`` its rows ``[t*k, min((t+1)*k,
+    extent_i))``. Consecutive rounds where every branch takes as many rows are one piece;
+    the rounds where one branch is left are one round of all its remaining rows."""
+    rounds = max(-(-e // k) for e in extents)
+    # the widths change where a branch runs out of full blocks, and where it runs out of rows
+    breaks = sorted({0, rounds} | {e // k for e in extents} | {-(-e // k) for e in extents})
+    pieces: list[RowPiece] = []
+    start = 0
+    for t0, t1 in pairwise(breaks):
+        widths = [(i, min(k, e - t0 * k)) for i, e in enumerate(extents) if e > t0 * k]
+        if len(widths) == 1:  # one branch left: its rows in order, one round
+            (i, _), = widths
+            rows = extents[i] - t0 * k
+            pieces.append(RowPiece(convert(start), 1, convert(rows),
+                                   (RowBlock(i, convert(0), convert(rows), convert(t0 * k)),)))
+            start += rows
+            break
+        blocks, position = [], 0
+        for i, width in widths:
+            blocks.append(RowBlock(i, convert(position), convert(width), convert(t0 * k)))
+            position += width
+        pieces.append(RowPiece(convert(start), t1 - t0, convert(position), tuple(blocks)))
+        start += (t1 - t0) * position
+    return pieces
+
+
+@dataclass(frozen=True)
+class RowVars:
+    """The variables a fused loop's rows are written with: its row, and, in a piece of
+    several rounds, the round and the position in it (bound where the piece starts)."""
+
+    row: Var
+    round: Var
+    position: Var
+
+    def of(self, piece: RowPiece) -> tuple[PrimExpr, PrimExpr]:
+        """The round and the position of ``row`` in ``piece``, as read in its blocks."""
+        if piece.rounds == 1:
+            return convert(0), Analyzer().simplify(self.row - piece.start)
+        return self.round, self.position
+
+    def bind(self, piece: RowPiece, body: Stmt) -> Stmt:
+        """``body`` with the round and the position of a piece of several rounds bound."""
+        if piece.rounds == 1:
+            return body
+        local = Analyzer().simplify(self.row - piece.start)
+        return LetStmt(self.round, floordiv(local, piece.period),
+                       LetStmt(self.position, floormod(local, piece.period), body))
+
+
+def block_row(piece: RowPiece, block: RowBlock, rows: RowVars) -> PrimExpr:
+    """The branch row that the fused row (inside ``block`` of ``piece``) computes."""
+    round_, position = rows.of(piece)
+    in_block = 0 if _is_one(block.width) else position - block.start
+    return Analyzer().simplify(block.first_row + round_ * block.width + in_block)
+
+
+def _is_one(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
 class FusedLoopOp(Operation):
-    """Independent stages (``branches``) computed in one loop, ``loop_axis``: rows
-    ``[offsets[i], offsets[i + 1])`` of it compute the rows of branch ``i``."""
+    """Independent stages (``branches``) computed in one loop, ``loop_axis``, whose rows are
+    mapped to the branches' rows by ``pieces``: end to end (``interleave`` None: rows
+    ``[offsets[i], offsets[i + 1])`` compute branch ``i``), or blocks of ``interleave`` rows
+    of each branch round-robin."""
 
     def __init__(self, name: str, tag: str, attrs: dict | None, loop_axis: IterVar,
-                 branches: Sequence[Tensor], extents: Sequence[PrimExpr]):
+                 branches: Sequence[Tensor], extents: Sequence[PrimExpr],
+                 interleave: int | None = None):
         self.name = name
         self.tag = tag
         self.attrs = dict(attrs or {})
         self.loop_axis = loop_axis
         self.branches = list(branches)
         self.extents = [convert(e) for e in extents]
-        #: the prefix sums of the extents: branch ``i`` spans ``[offsets[i], offsets[i+1])``
+        self.interleave = interleave
+        #: the prefix sums of the extents (``offsets[-1]``: the extent of ``loop_axis``)
         self.offsets = _prefix_sums(self.extents)
+        #: the row map: which rows of ``loop_axis`` compute which rows of which branch
+        self.pieces = end_to_end(self.extents) if interleave is None else \
+            interleaved([int(e) for e in self.extents], interleave)
         #: the value of ``loop_axis`` inside the loop nest (bound once the leaves are known)
         self.row = Var(loop_axis.var.name, loop_axis.var.dtype)
+        self.row_vars = RowVars(self.row, Var(f"{name}.round", self.row.dtype),
+                                Var(f"{name}.pos", self.row.dtype))
+        #: the row variable of each branch met in several blocks (bound in each of them)
+        self.branch_rows = {i: Var(f"{t.op.name}.row", loop_axis.var.dtype)
+                            for i, t in enumerate(self.branches) if len(self._blocks(i)) > 1}
         self.outputs = [Tensor(t.shape, t.dtype, self, i) for i, t in enumerate(self.branches)]
 
     @property
@@ -108,10 +249,9 @@ class FusedLoopOp(Operation):
                 f"their own stages (s[{self.branches[0].op.name}])")
 
     def read_region(self, tensor: Tensor, dom_map: dict[Var, IntervalSet]) -> list[IntervalSet]:
-        """Each iteration computes one row of one branch: row ``loop_axis - offset`` of it,
-        all of its other dimensions."""
-        i = self.branches.index(tensor)
-        row = Analyzer().simplify(self.row - self.offsets[i])
+        """Each iteration computes one row of one branch (its row expression, or its row
+        variable where the branch is met in several blocks), all of its other dimensions."""
+        row = self._row_of(self.branches.index(tensor))
         return [IntervalSet(row, row)] + [IntervalSet(0, extent - 1)
                                           for extent in tensor.shape[1:]]
 
@@ -122,15 +262,15 @@ class FusedLoopOp(Operation):
         if branches == self.branches:
             return self
         return FusedLoopOp(self.name, self.tag, self.attrs, self.loop_axis, branches,
-                           self.extents)
+                           self.extents, self.interleave)
 
     def output_aliases(self) -> dict[Tensor, Tensor]:
         """Each branch stores straight into its fused output."""
         return dict(zip(self.branches, self.outputs, strict=True))
 
     def build_provide(self, stage: Stage, ranges: dict[IterVar, Range]) -> Stmt:
-        """The leaves of ``loop_axis``, the row they reach, and one branch per range of
-        rows, where the branch's stage is built (``scan_init_scope`` marks it)::
+        """The leaves of ``loop_axis``, the row they reach, and one branch per block of rows,
+        where the branch's stage is built (``scan_init_scope`` marks it)::
 
             for (fused, 0, 4) {
               if (fused < 2) { // attr [fused] fused_branch_scope = 0  <X> }
@@ -139,27 +279,58 @@ class FusedLoopOp(Operation):
         """
         _check_branches_in_place(self, stage.schedule)
         row = pass_up(stage, ranges, leaf_values(stage, ranges))[self.loop_axis]
-        chain = self._branch_chain(_overruns(stage, ranges, row, self.offsets[-1]))
+        chain = self._piece_chain(_overruns(stage, ranges, row, self.offsets[-1]))
         body: Stmt = LetStmt(self.row, row, chain)
         for iv in reversed(stage.leaf_iter_vars):
             body = make_loop(stage, iv, ranges[iv].extent, body)
         return body
 
-    def _branch_chain(self, guard_last: bool) -> Stmt:
-        """``if (row < offsets[1]) {branch 0} else if ... else {branch n-1}``, the last one
-        guarded by ``likely(row < total)`` where the loop may run past the rows."""
-        offsets = self.offsets
-        n = len(self.branches)
-        chain = self._branch(n - 1)
-        if guard_last:
-            chain = IfThenElse(Call("bool", "likely", [self.row < offsets[n]]), chain)
-        for i in reversed(range(n - 1)):
-            chain = IfThenElse(self.row < offsets[i + 1], self._branch(i), chain)
+    def _blocks(self, i: int) -> list[tuple[RowPiece, RowBlock]]:
+        return [(p, b) for p in self.pieces for b in p.blocks if b.branch == i]
+
+    def _row_of(self, i: int) -> PrimExpr:
+        """Branch ``i``'s row as read by its stage: its row variable, or the expression of
+        its one block."""
+        if i in self.branch_rows:
+            return self.branch_rows[i]
+        (piece, block), = self._blocks(i)
+        return block_row(piece, block, self.row_vars)
+
+    def _piece_chain(self, guard_last: bool) -> Stmt:
+        """``if (row < start_1) {piece 0} else if ... else {last piece}``, each piece a
+        :meth:`_block_chain`; where the loop may run past the rows, the last piece guarded
+        by ``likely(row < total)`` (its last block, in a piece of one round)."""
+        last = len(self.pieces) - 1
+        guard = Call("bool", "likely", [self.row < self.offsets[-1]]) if guard_last else None
+        chain = self._block_chain(self.pieces[last], guard)
+        for p in reversed(range(last)):
+            chain = IfThenElse(self.row < self.pieces[p + 1].start,
+                               self._block_chain(self.pieces[p], None), chain)
         return chain
 
-    def _branch(self, i: int) -> Stmt:
-        mark = AttrStmt(self.branches[i].op, SCAN_INIT_SCOPE, 0, Evaluate(0))
-        return AttrStmt(self, FUSED_BRANCH_SCOPE, i, mark)
+    def _block_chain(self, piece: RowPiece, guard: PrimExpr | None) -> Stmt:
+        """``if (position < end of block 0) {its branch} else if ... else {last block}``,
+        the round and the position bound first in a piece of several rounds; ``guard``
+        around the last block (one round: the rows only grow) or the whole piece."""
+        _, position = self.row_vars.of(piece)
+        chain = self._branch(piece, piece.blocks[-1])
+        if guard is not None and piece.rounds == 1:
+            chain = IfThenElse(guard, chain)
+        for block in reversed(piece.blocks[:-1]):
+            end = Analyzer().simplify(block.start + block.width)
+            chain = IfThenElse(position < end, self._branch(piece, block), chain)
+        chain = self.row_vars.bind(piece, chain)
+        if guard is not None and piece.rounds > 1:
+            chain = IfThenElse(guard, chain)
+        return chain
+
+    def _branch(self, piece: RowPiece, block: RowBlock) -> Stmt:
+        """The branch's stage (built at the mark), its row variable bound where it has one."""
+        i = block.branch
+        body: Stmt = AttrStmt(self.branches[i].op, SCAN_INIT_SCOPE, 0, Evaluate(0))
+        if i in self.branch_rows:
+            body = LetStmt(self.branch_rows[i], block_row(piece, block, self.row_vars), body)
+        return AttrStmt(self, FUSED_BRANCH_SCOPE, i, body)
 
 
 def _prefix_sums(extents: list[PrimExpr]) -> list[PrimExpr]:
@@ -232,14 +403,15 @@ def _computed_inside(stage: Stage, ancestor: Stage) -> bool:
 # ---------------------------------------------------------------------------------------
 # the primitive
 # ---------------------------------------------------------------------------------------
-def create_fused_loop(sch: Schedule, inputs, fuse_outputs, extents,
-                      name: str = "fused") -> list[Tensor]:
+def create_fused_loop(sch: Schedule, inputs, fuse_outputs, extents, name: str = "fused",
+                      interleave: int | None = None) -> list[Tensor]:
     """Fuse the outer loops of the independent stages ``fuse_outputs`` into one loop.
 
     ``inputs[i]`` lists the stages of branch ``i``: its own (``fuse_outputs[i]``) and
     producers of it to compute once per row of it (``compute_at`` its row axis), e.g.
     ``[X]`` or ``[P, X]``. ``extents[i]`` is the extent of its outer loop (its first
-    dimension). Returns the new outputs
+    dimension). ``interleave=k`` (constant extents only) visits blocks of ``k`` rows of each
+    branch round-robin instead of placing the branches end to end. Returns the new outputs
     (``<name>.v0``, ...), read by every former reader of the branches; ``new[0].op.loop_axis``
     is the fused loop. See the module docstring for the loop nest before and after.
     """
@@ -248,11 +420,12 @@ def create_fused_loop(sch: Schedule, inputs, fuse_outputs, extents,
     for k, (t, extent) in enumerate(zip(tensors, extents, strict=True)):
         _check_branch(sch, k, t, extent, analyzer)
     _check_independent(tensors)
+    _check_interleave(interleave, extents)
     producers = [_branch_producers(sch, k, group, t)
                  for k, (group, t) in enumerate(zip(inputs, tensors, strict=True))]
     total = _prefix_sums(extents)[-1]
     loop_axis = IterVar(Range(0, total), Var(name, total.dtype), IterVar.DataPar)
-    op = FusedLoopOp(name, "", None, loop_axis, tensors, extents)
+    op = FusedLoopOp(name, "", None, loop_axis, tensors, extents, interleave)
     _replace_dataflow(sch, dict(zip(tensors, op.outputs, strict=True)))
     stage = Stage(op, sch)
     sch.stages.append(stage)
@@ -325,6 +498,22 @@ def _check_branch(sch: Schedule, k: int, t: Tensor, extent: PrimExpr,
         raise ScheduleError(
             f"{where}: extent {expr_text(extent)} differs from the stage's first dimension "
             f"{expr_text(t.shape[0])}; a branch fuses its whole outer loop")
+
+
+def _check_interleave(interleave, extents: list[PrimExpr]) -> None:
+    """``interleave`` is None or a positive int, and then the extents are constants (the
+    round-robin row map is laid out when the loop is created)."""
+    if interleave is None:
+        return
+    if isinstance(interleave, bool) or not isinstance(interleave, int) or interleave < 1:
+        raise ScheduleError(f"create_fused_loop: interleave={interleave!r}; give the rows "
+                            f"per block as a positive int, or None to place the branches end "
+                            f"to end")
+    symbolic = [expr_text(e) for e in extents if not isinstance(e, IntImm)]
+    if symbolic:
+        raise ScheduleError(f"create_fused_loop: interleave={interleave} needs constant "
+                            f"extents, got {', '.join(symbolic)}; place branches of symbolic "
+                            f"extent end to end (interleave=None)")
 
 
 def _check_independent(tensors: list[Tensor]) -> None:

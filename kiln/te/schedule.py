@@ -611,12 +611,14 @@ class Schedule:
 
         return rfactor(self, tensor, axis, factor_axis)
 
-    def create_fused_loop(self, inputs, fuse_outputs, extents, name: str = "fused"):
-        """Run independent stages side by side in one loop (horizontal fusion, seed 002);
-        the loop nest before and after: ``kiln.te.fused_loop``."""
+    def create_fused_loop(self, inputs, fuse_outputs, extents, name: str = "fused",
+                          interleave: int | None = None):
+        """Run independent stages side by side in one loop (horizontal fusion, seed 002),
+        end to end or ``interleave`` rows of each at a time; the loop nest before and after:
+        ``kiln.te.fused_loop``."""
         from .fused_loop import create_fused_loop
 
-        return create_fused_loop(self, inputs, fuse_outputs, extents, name)
+        return create_fused_loop(self, inputs, fuse_outputs, extents, name, interleave)
 
     def create_group(self, outputs, inputs, include_inputs=False):
         raise NotImplementedError("create_group is not implemented in kiln yet")

@@ -41,7 +41,7 @@ __all__ = [
     "cos", "fmod", "isnan", "likely", "max_value", "min_value", "floordiv", "floormod",
     "truncdiv", "truncmod", "indexdiv", "indexmod", "div", "Select", "cast", "const",
     "call_intrin", "call_pure_extern", "logical_and", "logical_or", "logical_not", "min", "max",
-    "make_const", "call_packed", "call_extern",
+    "make_const", "call_packed", "call_extern", "reinterpret",
 ]
 
 #: the intrinsic of ``call_packed``: ``tvm_call_packed("name", args...)``
@@ -192,6 +192,18 @@ def min(a, b) -> PrimExpr:  # noqa: A001
 
 def max(a, b) -> PrimExpr:  # noqa: A001
     return emax(a, b)
+
+
+def reinterpret(dtype: str, value) -> PrimExpr:
+    """``tvm.tir.reinterpret``: the bits of ``value`` read as ``dtype``, a type of the same
+    width (``reinterpret("float32", (e + 127) << 23)`` is ``2.0 ** e``); no conversion."""
+    value = convert(value)
+    dtype = dt.normalize(dtype)
+    if dt.bits(dtype) != dt.bits(value.dtype) or dt.lanes(dtype) != dt.lanes(value.dtype):
+        raise TypeError(f"tir.reinterpret: {value.dtype} and {dtype} differ in width")
+    if dtype == value.dtype:
+        return value
+    return Call(dtype, "reinterpret", [value])
 
 
 def call_intrin(dtype: str, func_name: str, *args) -> PrimExpr:

@@ -144,6 +144,11 @@ class _Vectorizer(Mutator):
     def visit_Call(self, node):
         if node.op == "tvm_if_then_else" and len(node.args) == 3:
             return self._if_then_else(node)
+        if node.op == "reinterpret":  # lane-wise: each lane's bits
+            v = self.visit(node.args[0])
+            if v is node.args[0]:
+                return node
+            return E.Call(dt.with_lanes(node.dtype, dt.lanes(v.dtype)), node.op, [v])
         return self._scalar_only(node)
 
     def visit_Cast(self, node):

@@ -11,6 +11,7 @@ from kiln.ir.op import convert, make_const
 from kiln.te.tensor import Tensor
 
 from . import tag
+from .fast_math import fast_erf, fast_exp, fast_tanh
 
 
 def _check(x, name: str) -> Tensor:
@@ -42,12 +43,9 @@ def _float_only(name: str, f):
 identity = _unary("identity", lambda v: v, "``y = x`` (a copy).")
 negative = _unary("negative", lambda v: -v, "``y = -x``.")
 exp = _unary("exp", _float_only("exp", tir.exp), "``y = exp(x)``.")
-fast_exp = exp
 exp2 = _unary("exp2", _float_only("exp2", tir.exp2), "``y = 2 ** x``.")
 erf = _unary("erf", _float_only("erf", tir.erf), "``y = erf(x)``.")
-fast_erf = erf
 tanh = _unary("tanh", _float_only("tanh", tir.tanh), "``y = tanh(x)``.")
-fast_tanh = tanh
 sigmoid = _unary("sigmoid", _float_only("sigmoid", tir.sigmoid), "``y = 1 / (1 + exp(-x))``.")
 log = _unary("log", _float_only("log", tir.log), "natural logarithm.")
 log2 = _unary("log2", _float_only("log2", tir.log2), "base-2 logarithm.")

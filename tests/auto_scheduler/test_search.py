@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import kiln
 from kiln import auto_scheduler
 from kiln.auto_scheduler.annotation import (
     candidate_of,
+    crossover,
     factorizations,
     mutate,
     sample_candidate,
@@ -111,8 +113,47 @@ def test_random_states_are_correct(workload):
     rng, nrng = random.Random(1), np.random.default_rng(0)
     for _ in range(2):
         cand = sample_candidate(sketches, rng)
-        for c in (cand, mutate(mutate(cand, rng), rng)):
+        mate = sample_candidate([sketches[cand.sketch]], rng)
+        child = crossover(cand, replace(mate, sketch=cand.sketch), sketches[cand.sketch], rng)
+        for c in (cand, mutate(mutate(cand, rng), rng), child):
             _check(task, c.state(sketches[c.sketch]), workload[0], nrng)
+
+
+def test_crossover_child_is_legal_and_correct():
+    """GEMM + bias + ReLU (one sketch, two tiled stages): a child takes each stage's tile
+    sizes and unroll limit from one parent, replays, and computes the right result."""
+    task = _task(GEMM_ADD)
+    sketches = generate_sketches(task.compute_dag)
+    (sketch,) = sketches
+    rng = random.Random(7)
+    a, b = sample_candidate(sketches, rng), sample_candidate(sketches, rng)
+    child = next(c for c in (crossover(a, b, sketch, rng) for _ in range(32))
+                 if c.key() not in (a.key(), b.key()))
+    stage_of = {i: sketch.steps[i].stage for i in (*child.tiles, *child.unrolls)}
+    for stage in set(stage_of.values()):
+        mine = [i for i, st in stage_of.items() if st == stage]
+        assert any(all(child.tiles.get(i) == p.tiles.get(i)
+                       and child.unrolls.get(i) == p.unrolls.get(i) for i in mine)
+                   for p in (a, b))
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(0), seed=0,
+                                         verbose=0)
+    assert policy.replays(child)
+    _check(task, child.state(sketch), GEMM_ADD[0], np.random.default_rng(0))
+    other = sample_candidate(generate_sketches(_task(GEMM).compute_dag), random.Random(0))
+    with pytest.raises(ValueError, match="one sketch"):
+        crossover(replace(other, sketch=0), replace(other, sketch=1), sketch, rng)
+
+
+def test_evolution_by_crossover_keeps_replaying_states():
+    """With every child a crossover child, the population still holds only states that
+    replay (children that do not are dropped)."""
+    task = _task(GEMM)
+    policy = auto_scheduler.SketchPolicy(
+        task, auto_scheduler.RandomModel(0),
+        params={"population_size": 8, "num_iters": 2, "crossover_ratio": 1.0},
+        seed=0, verbose=0)
+    pop = policy.evolutionary_search(policy.sample_initial_population(8))
+    assert pop and all(policy.replays(c) for c in pop)
 
 
 def test_state_json_round_trip():

@@ -16,6 +16,7 @@ import kiln
 from kiln import relay
 from kiln.contrib import graph_executor
 from kiln.ir.transform import PassContext
+from kiln.relay import mixed_precision
 from kiln.relay.mixed_precision import CONFIG_KEY
 from kiln.target import current_cpu
 from kiln.topi.x86.bf16_intrin import BF16_FEATURE
@@ -58,6 +59,34 @@ def test_bf16_build_matches_fp32(model):
     assert y.dtype == np.float32
 
 
+def _projection_3d(batch: int = 2, seq: int = 8, d: int = 1024, units: int = 48):
+    """``[batch, seq, d] @ W[d, units] + b``: a transformer's dense projection."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((d, units)) * d ** -0.5)
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(units).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "projection", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                            [batch, seq, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, units])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@requires_bf16
+def test_3d_matmul_by_a_constant_weight_is_bf16():
+    model = _projection_3d()
+    mod, params = relay.frontend.from_onnx(model)
+    name, x = onnx_models.random_input(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert "dense_bf16" in lib.summary
+    y = _run(lib, name, x)
+    assert y.shape == (2, 8, 48) and _close(y, _onnxruntime(model, name, x))
+
+
 @requires_bf16
 def test_pass_context_key_selects_bf16_and_artifact_round_trips(tmp_path):
     model = onnx_models.mlp_block(d=1024, hidden=1024)
@@ -72,6 +101,24 @@ def test_pass_context_key_selects_bf16_and_artifact_round_trips(tmp_path):
     with PassContext(opt_level=3, config={CONFIG_KEY: "bfloat16"}):  # precision= wins
         fp32 = relay.build(mod, target="llvm", params=params, precision="fp32")
     assert "_bf16" not in fp32.summary
+
+
+@requires_bf16
+@pytest.mark.slow
+def test_activations_only_bf16_convolutions_read_are_stored_in_bf16(monkeypatch):
+    """A residual block: ``relu(conv1)`` feeds only conv2, so conv1's kernel writes it in
+    bf16 (``bf16_round`` in its tail); the block's input, also read by the residual add,
+    stays float32. Rounding once in the producer gives the same bits as rounding in the
+    consumer."""
+    model = onnx_models.residual_block(c=128, hw=5)
+    mod, params = relay.frontend.from_onnx(model)
+    name, x = onnx_models.random_input(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert lib.summary.count("conv2d_bf16") == 2 and lib.summary.count("bf16_round") == 1
+    monkeypatch.setattr(mixed_precision, "bf16_activations", lambda graph: graph)
+    rounding_in_consumer = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert "bf16_round" not in rounding_in_consumer.summary
+    assert np.array_equal(_run(lib, name, x), _run(rounding_in_consumer, name, x))
 
 
 @requires_bf16

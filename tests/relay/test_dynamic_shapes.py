@@ -47,11 +47,24 @@ def test_mlp_block_dynamic_sequence_length():
     lib = _build(m)
     assert lib.plan["storages"] is None and lib.plan["shape_vars"] == {"seq": ["x", 0]}
     assert "memory plan: at run time" in lib.summary
+    # each dense layer is one packed kernel over the symbolic rows (no row-block calls)
+    dense = [st for st in lib.plan["steps"] if "dense" in st["func"]]
+    assert len(dense) == 2 and all("dense_pack" in st["func"] and "rows" not in st
+                                   for st in dense)
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    _check(gm, m, "x", [(7, 8), (1, 8), (75, 8), (0, 8)])
+
+
+def test_unpacked_dense_runs_in_row_blocks():
+    m = testing.mlp_block(seq="seq", d=8, hidden=16)
+    mod, params = relay.frontend.from_onnx(m)
+    with relay.build_config(opt_level=3, disabled_pass=["AlterOpLayout"]):
+        lib = relay.build(mod, target="llvm", params=params)
     # the dense groups run in blocks of 64 and 8 rows, then single rows (75 = 64 + 8 + 3)
     dense = [st["rows"] for st in lib.plan["steps"] if "dense" in st["func"]]
     assert [[r for r, _ in d["kernels"]] for d in dense] == [[64, 8, 1], [64, 8, 1]]
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    _check(gm, m, "x", [(7, 8), (1, 8), (75, 8)])
+    _check(gm, m, "x", [(7, 8), (75, 8)])
 
 
 def test_group_mixing_rows_gets_a_symbolic_kernel():
@@ -144,11 +157,15 @@ def test_eval_dim():
         eval_dim("__import__('os')", env)
 
 
-def test_attention_block_with_symbolic_operands():
+def test_attention_block_with_symbolic_operands(caplog):
     """Both products of attention (``q k^T``, ``softmax(...) v``) have the symbolic sequence
-    length in their operands; one build runs every length."""
+    length in their operands; they take the x86 schedule (topi.x86.batch_matmul's register
+    blocks, no fallback to the generic one) and one build runs every length, 0 and the
+    block's edges included."""
     m = testing.attention_block(seq="seq", d=8)
-    lib = _build(m)
+    with caplog.at_level("WARNING", logger="kiln.relay.strategy"):
+        lib = _build(m)
     assert "matmul" in lib.summary and "softmax" in lib.summary
+    assert not [r for r in caplog.records if "matmul" in r.getMessage()]
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    _check(gm, m, "x", [(1, 8), (7, 8), (70, 8)])
+    _check(gm, m, "x", [(1, 8), (7, 8), (8, 8), (9, 8), (33, 8), (70, 8), (0, 8)])

@@ -160,3 +160,60 @@ def test_a_fused_schedule_that_does_not_apply_falls_back_to_one_kernel_per_group
         lib, y = _run(model, feed)
     assert "horizontal fusion failed" in caplog.text and "horizontal:" not in lib.summary
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def _record_for(node, log):
+    """A hand-made tuning record: config 0 of the template of ``node`` (a tunable graph
+    node), as if a tuner had measured it."""
+    from kiln import autotvm
+    from kiln.autotvm.measure.measure import MeasureInput, MeasureResult
+    from kiln.autotvm.task import relay_integration
+    from kiln.topi.x86 import tunable  # noqa: F401 - registers the templates
+
+    name, args = relay_integration.task_args(node)
+    task = autotvm.task.create(name, args, "llvm")
+    result = MeasureResult((1e-5,), 0, 0.1, 0.0)
+    autotvm.record.save_to_file([(MeasureInput(task.target, task, task.config_space.get(0)),
+                                  result)], str(log))
+    assert task.workload == relay_integration.workload_of(node)
+
+
+def _conv_with_8_outputs(groups):
+    """The inception block's 1x1 convolution with 8 output channels (its own workload)."""
+    return next(g for g in groups for n in g.nodes
+                if n.op == "conv2d_NCHWc" and n.inputs[1].shape[-1] == 8)
+
+
+def test_a_tuned_branch_keeps_its_kernel_and_the_reason_is_logged(tmp_path, caplog):
+    from kiln import autotvm
+
+    _, groups = _groups(testing.inception_block())
+    tuned = _conv_with_8_outputs(groups)
+    log = tmp_path / "tuned.log"
+    _record_for(next(n for n in tuned.nodes if n.op == "conv2d_NCHWc"), log)
+    with autotvm.apply_history_best(str(log)), \
+            caplog.at_level("DEBUG", logger="kiln.relay.horizontal_fusion"):
+        kernels = hf.horizontal_fusion(groups)
+    assert tuned in kernels
+    (fused,) = [k for k in kernels if isinstance(k, hf.HorizontalGroup)]
+    assert tuned not in fused.groups and len(fused.groups) == 3
+    assert "keeps its kernel: a tuning record holds a conv2d_NCHWc.x86 config" in caplog.text
+    # without the record it is a branch
+    assert any(tuned in k.groups for k in hf.horizontal_fusion(groups)
+               if isinstance(k, hf.HorizontalGroup))
+
+
+@pytest.mark.slow
+def test_a_tuned_branch_is_built_with_its_config(tmp_path):
+    from kiln import autotvm
+
+    model = testing.inception_block()
+    _, groups = _groups(model)
+    log = tmp_path / "tuned.log"
+    _record_for(next(n for n in _conv_with_8_outputs(groups).nodes
+                     if n.op == "conv2d_NCHWc"), log)
+    feed, ref = _reference(model)
+    with autotvm.apply_history_best(str(log)):
+        lib, y = _run(model, feed)
+    assert "horizontal:" in lib.summary and "conv2d_NCHWc.x86 config #0" in lib.summary
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)

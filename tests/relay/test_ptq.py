@@ -45,6 +45,64 @@ def test_calibrated_model_is_int8_and_close_to_float(model, mode):
     assert np.abs(out - ref).max() <= 0.05 * np.abs(ref).max()
 
 
+def _tvm_kl_threshold(arr, num_bins, num_quantized_bins=255):
+    """TVM's ``kl_divergence_scale`` as it reads (loops, scipy's entropy written out)."""
+    def smooth(p, eps=0.0001):
+        zeros, nonzeros = (p == 0), (p != 0)
+        eps1 = eps * zeros.sum() / nonzeros.sum()
+        return p + eps * zeros - eps1 * nonzeros
+
+    th = np.abs(arr).max()
+    hist, edges = np.histogram(arr, bins=num_bins, range=(-th, th))
+    zero, half = num_bins // 2, num_quantized_bins // 2
+    best, best_th = np.inf, None
+    for i in range(half, zero + 1):
+        start, stop = zero - i, zero + i + 1
+        sliced = hist[start:stop]
+        p = sliced.astype(np.float64)
+        p[0] += hist[:start].sum()
+        p[-1] += hist[stop:].sum()
+        nz = (p != 0).astype(np.int64)
+        merged = sliced.size // num_quantized_bins
+        qb = [sliced[j * merged:(j + 1) * merged].sum() for j in range(num_quantized_bins)]
+        qb[-1] += sliced[num_quantized_bins * merged:].sum()
+        q = np.zeros(sliced.size)
+        for j in range(num_quantized_bins):
+            lo = j * merged
+            hi = sliced.size if j == num_quantized_bins - 1 else lo + merged
+            if nz[lo:hi].sum():
+                q[lo:hi] = qb[j] / nz[lo:hi].sum()
+        q[p == 0] = 0
+        p, q = smooth(p), smooth(q)
+        p, q = p / p.sum(), q / q.sum()
+        d = np.sum(p * np.log(p / q))
+        if d < best:
+            best, best_th = d, edges[stop]
+    return best_th
+
+
+@pytest.mark.parametrize("kind", ["normal", "relu_with_outlier"])
+def test_kl_divergence_threshold_matches_tvms_algorithm(kind):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(20000)
+    if kind == "relu_with_outlier":
+        x = np.append(np.maximum(x, 0), 40.0)
+    got = relay.quantize.kl_divergence_scale(x, num_bins=801)
+    assert got == pytest.approx(_tvm_kl_threshold(x, 801), rel=1e-12)
+    assert got < np.abs(x).max()  # clips the tail (the outlier)
+
+
+@pytest.mark.slow
+def test_kl_divergence_calibration_of_a_small_cnn(model):
+    mod, params, data, ref = model
+    with relay.quantize.qconfig(calibrate_mode="kl_divergence", skip_conv_layers=None):
+        qmod = relay.quantize.quantize(mod, params, data)
+    lib = relay.build(qmod, "llvm")
+    assert lib.summary.count("qnn.conv2d") == 2
+    out = _run(lib, data[0])
+    assert np.abs(out - ref).max() <= 0.05 * np.abs(ref).max()
+
+
 def test_first_convolution_stays_float_by_default(model):
     mod, params, data, _ = model
     with relay.quantize.qconfig(calibrate_mode="max"):

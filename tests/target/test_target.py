@@ -194,3 +194,15 @@ def test_named_cpu_has_the_features_the_compiler_enables_for_it(monkeypatch):
     features = cpu.cpu_for_mcpu("sapphirerapids").features
     assert {"avx512bf16", "avx512vnni", "amx-bf16"} <= features
     assert "avx512bf16" not in cpu.cpu_for_mcpu("skylake-avx512").features
+
+
+@pytest.mark.parametrize("mcpu", ["sapphirerapids", "emeraldrapids", "graniterapids"])
+def test_named_cpu_has_bf16_and_amx_where_the_compiler_cannot_say(monkeypatch, mcpu):
+    """A compiler that does not know the name (GCC 12 and ``graniterapids``), or none at all:
+    the table :data:`cpu.MCPU_FEATURES` still plans for the CPU's bf16 and AMX paths."""
+    monkeypatch.setattr(cpu, "_march_features", lambda name, isa: None)
+    features = cpu.cpu_for_mcpu(mcpu).features
+    assert {"avx512f", "avx512bf16", "avx512vnni", "amx-tile", "amx-bf16", "amx-int8"} <= features
+    assert "avx512bf16" in cpu.cpu_for_mcpu("znver4").features
+    assert "amx-tile" not in cpu.cpu_for_mcpu("znver4").features
+    assert "avx512bf16" not in cpu.cpu_for_mcpu("icelake-server").features

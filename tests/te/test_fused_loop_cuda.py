@@ -24,7 +24,7 @@ def _rand(*shape):
     return RNG.random(shape).astype("float32")
 
 
-def _case_two_branches():
+def _case_two_branches(interleave: int | None = None):
     """X (4, 64) and Y (8, 32): unequal extents and inner shapes, one row per block."""
     M = 4
     A = te.placeholder((M, 64), name="A")
@@ -33,7 +33,7 @@ def _case_two_branches():
     Y = te.compute(B.shape, lambda x, y: B[x, y] * 2, name="Y")
     Z = te.compute((M, 64), lambda x, y: X[x, y] + Y[2 * x + y // 32, y % 32], name="Z")
     s = te.create_schedule(Z.op)
-    F, _ = s.create_fused_loop([[X], [Y]], [X, Y], [M, 2 * M])
+    F, _ = s.create_fused_loop([[X], [Y]], [X, Y], [M, 2 * M], interleave=interleave)
     s[F].bind(F.op.loop_axis, te.thread_axis("blockIdx.x"))
     s[X].bind(X.op.axis[1], te.thread_axis("threadIdx.x"))
     s[Y].bind(Y.op.axis[1], te.thread_axis("threadIdx.x"))
@@ -43,6 +43,12 @@ def _case_two_branches():
     a, b = _rand(M, 64), _rand(2 * M, 32)
     inputs = [a, b, np.zeros((M, 64), "float32")]
     return (s, [A, B, Z]), inputs, {2: a + 1 + (b * 2).reshape(M, 64)}
+
+
+def _case_two_branches_interleaved():
+    """The two branches with their rows interleaved in blocks of 2 (blocks X0 X1 Y0 Y1 X2 X3
+    Y2 Y3, then Y4 .. Y7)."""
+    return _case_two_branches(interleave=2)
 
 
 def _case_three_branches_with_a_reduction():
@@ -70,7 +76,8 @@ def _case_three_branches_with_a_reduction():
     return (s, [A, B, C, Z]), [a, b, c, np.zeros((5, 16), "float32")], {3: ref}
 
 
-CASES = [_case_two_branches, _case_three_branches_with_a_reduction]
+CASES = [_case_two_branches, _case_two_branches_interleaved,
+         _case_three_branches_with_a_reduction]
 IDS = [c.__name__[len("_case_"):] for c in CASES]
 
 

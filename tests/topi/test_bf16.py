@@ -78,12 +78,27 @@ def test_rounding_to_bf16_is_nearest_even_in_numpy_and_c():
 
 
 def test_block_shapes():
-    assert B.block_shape(64, 56, amx=True) == (32, 28)
-    assert B.block_shape(512, 49, amx=True) == (32, 7)
+    assert B.block_shape(64, 56, amx=True) == (32, 56)  # AMX: any columns, in chunks of 32
+    assert B.block_shape(512, 49, amx=True) == (32, 49)
+    assert B.block_shape(256, 196, amx=True) == (32, 28)  # 1 chunk per 28 columns, not 4 per 98
     assert B.block_shape(1000, 1, amx=True) == (25, 1)
     assert B.block_shape(64, 56, amx=False) == (8, 28)  # 8 rows x 2 vectors: 16 accumulators
     assert B.block_shape(20, 81, amx=False) == (10, 27)
     assert B.aligned_reduction(196) == 224 and B.aligned_reduction(576) == 576
+
+
+def test_conv_tiling_of_resnet18_layers_on_two_threads():
+    """(rows per tile, channel groups, mr, nr): tiles of at least as many pixels as
+    channels that pack at most half again their input rows, cut to make 4 tasks where
+    tiles keep 32 pixels; channel groups only for the 7x7 layers."""
+    assert B.conv_tiling(64, 112, 112, 2, True, halo=5, stride=2) == (7, 1, 32, 112)  # stem
+    assert B.conv_tiling(64, 112, 112, 2, True) == (1, 1, 32, 112)  # no halo: a row a tile
+    assert B.conv_tiling(64, 56, 56, 2, True, halo=2) == (4, 1, 32, 32)
+    assert B.conv_tiling(128, 28, 28, 2, True, halo=2) == (7, 1, 32, 28)
+    assert B.conv_tiling(256, 14, 14, 2, True, halo=2) == (7, 1, 32, 98)
+    assert B.conv_tiling(512, 7, 7, 2, True, halo=2) == (7, 2, 32, 49)
+    assert B.conv_tiling(512, 7, 7, 1, True, halo=2) == (7, 1, 32, 49)
+    assert B.conv_tiling(512, 7, 7, 2, False, halo=2) == (7, 2, 16, 7)  # AVX-512 blocks
 
 
 def test_packed_weight_layout():
@@ -98,10 +113,13 @@ def test_packed_weight_layout():
 
 @requires_bf16
 @pytest.mark.parametrize("m,k,n,bias", [(3, 37, 40, True), (1, 64, 1000, True),
-                                        (40, 96, 32, False)])
+                                        (40, 96, 32, False), ((2, 35), 64, 48, True)])
 def test_dense_bf16_matches_float64(path, m, k, n, bias):
+    """2-D data, and 3-D (``[batch, seq, K]``, a transformer's; 70 rows: AMX chunks of 32
+    and a ragged one)."""
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((m, k)).astype(np.float32)
+    m = m if isinstance(m, tuple) else (m,)
+    x = rng.standard_normal((*m, k)).astype(np.float32)
     w = rng.standard_normal((n, k)).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32) if bias else np.zeros(n, np.float32)
     packed = B.pack_dense_weight(w)
@@ -111,7 +129,7 @@ def test_dense_bf16_matches_float64(path, m, k, n, bias):
     out = B.dense_bf16(X, W, Bb if bias else None, n)
     args = [X, W, Bb, out] if bias else [X, W, out]
     f = kiln.build(B.schedule_dense_bf16(out), args)
-    y = kiln.nd.empty((m, n))
+    y = kiln.nd.empty((*m, n))
     arrays = [kiln.nd.array(x), kiln.nd.array(packed)] + ([kiln.nd.array(b)] if bias else [])
     f(*arrays, y)
     _check(y.numpy(), lambda a, c: a @ c.T, x, w, b)
@@ -140,6 +158,8 @@ def _conv64(x: np.ndarray, w: np.ndarray, strides, pads, dil) -> np.ndarray:
     ((2, 8, 9, 9), 64, 3, (1, 1), (1, 1, 1, 1), (1, 1)),      # batch 2, whole-image mode
     ((1, 5, 36, 36), 16, 1, (1, 1), (0, 0, 0, 0), (1, 1)),    # 1x1, per-row mode
     ((1, 4, 12, 12), 24, 3, (1, 2), (2, 0, 1, 2), (2, 1)),    # dilation, uneven padding
+    ((1, 7, 10, 10), 33, 3, (1, 1), (1, 1, 1, 1), (1, 1)),    # odd channels in and out
+    ((1, 64, 7, 7), 64, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # channel groups, 49 pixels
 ])
 def test_conv2d_bf16_matches_float64(path, shape, o, k, strides, pads, dil):
     rng = np.random.default_rng(2)
@@ -156,6 +176,49 @@ def test_conv2d_bf16_matches_float64(path, shape, o, k, strides, pads, dil):
     f(kiln.nd.array(x), kiln.nd.array(packed), kiln.nd.array(b), y)
     _check(y.numpy(), lambda a, c: _conv64(a, c, strides, pads, dil), x, w,
            b[None, :, None, None])
+
+
+@requires_bf16
+@pytest.mark.slow
+def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypatch):
+    """An AMX block of 48 x 70 (columns: two chunks of 32 and a ragged 6) computed by the
+    AVX-512 fallback, as in a process Linux denies the tile state."""
+    if not bf16_intrin.uses_amx():
+        pytest.skip("this CPU has no AMX-BF16")
+    granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
+    assert granted in bf16_intrin._AMX_COMMON
+    monkeypatch.setattr(bf16_intrin, "_AMX_COMMON",
+                        bf16_intrin._AMX_COMMON.replace(granted, "0"))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((70, 64)).astype(np.float32)
+    w = rng.standard_normal((48, 64)).astype(np.float32)
+    packed = B.pack_dense_weight(w)
+    X = te.placeholder(x.shape, name="x")
+    W = te.placeholder(packed.shape, "uint16", name="w")
+    out = B.dense_bf16(X, W, None, 48)
+    f = kiln.build(B.schedule_dense_bf16(out), [X, W, out])
+    y = kiln.nd.empty((70, 48))
+    f(kiln.nd.array(x), kiln.nd.array(packed), y)
+    _check(y.numpy(), lambda a, c: a @ c.T, x, w, np.zeros(48))
+
+
+@requires_bf16
+def test_conv2d_bf16_reads_bf16_data_as_it_is():
+    """Data given as bf16 bits (``uint16``, from ``bf16_round``) gives the bits of the same
+    convolution of the float32 data it was rounded from."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    packed = B.pack_conv2d_weight(rng.standard_normal((16, 4, 3, 3)).astype(np.float32))
+    outputs = []
+    for data, dtype in ((x, "float32"), (B.np_to_bf16_bits(x), "uint16")):
+        X = te.placeholder(x.shape, dtype, name="x")
+        W = te.placeholder(packed.shape, "uint16", name="w")
+        out = B.conv2d_bf16_nchw(X, W, None, (3, 3), 16, (1, 1), (1, 1, 1, 1), (1, 1))
+        f = kiln.build(B.schedule_conv2d_bf16(out), [X, W, out])
+        y = kiln.nd.empty(out.shape)
+        f(kiln.nd.array(data), kiln.nd.array(packed), y)
+        outputs.append(y.numpy())
+    assert np.array_equal(*outputs)
 
 
 def test_schedules_refuse_a_cpu_without_bf16():

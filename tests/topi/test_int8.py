@@ -10,6 +10,7 @@ import pytest
 import kiln
 from kiln import te
 from kiln.topi.x86 import int8 as I
+from kiln.topi.x86 import int8_intrin as intrin
 
 
 def _requantize_ref(acc: np.ndarray, mult: np.ndarray, zp: int, dtype: str, relu: bool):
@@ -19,9 +20,9 @@ def _requantize_ref(acc: np.ndarray, mult: np.ndarray, zp: int, dtype: str, relu
     return np.clip(q, max(lo, zp) if relu else lo, hi).astype(dtype)
 
 
-def _conv_ref(x, w_ohwi, bias, mult, strides, pads, dil, zx, zy, dtype, relu):
+def _conv_ref(x, w_oihw, bias, mult, strides, pads, dil, zx, zy, dtype, relu):
     n, c, h, wd = x.shape
-    o, kh, kw, _ = w_ohwi.shape
+    o, _, kh, kw = w_oihw.shape
     t, l, b, r = pads
     xp = np.full((n, c, h + t + b, wd + l + r), zx, np.int64)
     xp[:, :, t:t + h, l:l + wd] = x
@@ -32,35 +33,91 @@ def _conv_ref(x, w_ohwi, bias, mult, strides, pads, dil, zx, zy, dtype, relu):
         for kx in range(kw):
             win = xp[:, :, ky * dil[0]:ky * dil[0] + (oh - 1) * strides[0] + 1:strides[0],
                      kx * dil[1]:kx * dil[1] + (ow - 1) * strides[1] + 1:strides[1]]
-            acc += np.einsum("nchw,oc->nohw", win, w_ohwi[:, ky, kx, :].astype(np.int64))
+            acc += np.einsum("nchw,oc->nohw", win, w_oihw[:, :, ky, kx].astype(np.int64))
     acc += bias[None, :, None, None]
     return _requantize_ref(acc, mult[None, :, None, None], zy, dtype, relu)
 
 
-@pytest.mark.parametrize("xdt,odt,strides,pads,dil,relu", [
-    ("uint8", "uint8", (1, 1), (1, 1, 1, 1), (1, 1), True),
-    ("int8", "int8", (2, 2), (0, 1, 2, 0), (1, 1), False),
-    ("uint8", "int8", (1, 2), (2, 2, 2, 2), (2, 1), False),
-])
-def test_conv2d_int8_matches_reference(xdt, odt, strides, pads, dil, relu):
+def _check_conv(xdt, odt, shape, strides, pads, dil, relu, target="llvm", layout_target=None):
+    """The kernel (built for ``target``; its compute, hence the input layout, declared for
+    ``layout_target``, the same by default) against the int64 reference, bit for bit; the
+    caller's bias carries the input zero point's shift for int8 data."""
+    n, c, h, w, o, k = shape
     rng = np.random.default_rng(0)
     lo, hi = I.INT8_RANGE[xdt]
-    n, c, h, w, o, k = 1, 5, 9, 8, 6, 3
     x = rng.integers(lo, hi + 1, (n, c, h, w)).astype(xdt)
-    wt = rng.integers(-128, 128, (o, k, k, c)).astype("int8")
+    wt = rng.integers(-128, 128, (o, c, k, k)).astype("int8")
     bias = rng.integers(-5000, 5000, o).astype("int32")
     mult = rng.uniform(1e-4, 3e-3, o).astype("float32")
     zx, zy = (7, 3) if xdt == "uint8" else (-2, 1)
+    shift = I.unsigned_zero_point(xdt, zx) - zx
+    bias_k = (bias - shift * wt.reshape(o, -1).astype(np.int64).sum(1)).astype("int32")
+    packed = I.pack_conv2d_weight(wt)
     X = te.placeholder(x.shape, xdt, name="x")
-    W = te.placeholder(wt.shape, "int8", name="w")
+    W = te.placeholder(packed.shape, "int8", name="w")
     B = te.placeholder((o,), "int32", name="b")
     M = te.placeholder((o,), "float32", name="m")
-    out = I.conv2d_int8_nchw(X, W, B, M, strides, pads, dil, zx, zy, odt, relu)
-    f = kiln.build(I.schedule_conv2d_int8(out), [X, W, B, M, out])
+    with kiln.target.Target(layout_target or target):
+        out = I.conv2d_int8_nchw(X, W, B, M, o, strides, pads, dil, zx, zy, odt, relu)
+    with kiln.target.Target(target):
+        f = kiln.build(I.schedule_conv2d_int8(out), [X, W, B, M, out], target=target)
     ref = _conv_ref(x, wt, bias, mult, strides, pads, dil, zx, zy, odt, relu)
     got = kiln.nd.empty(ref.shape, odt)
-    f(*(kiln.nd.array(a) for a in (x, wt, bias, mult)), got)
+    f(*(kiln.nd.array(a) for a in (x, packed, bias_k, mult)), got)
     np.testing.assert_array_equal(got.numpy(), ref)
+    return f
+
+
+@pytest.mark.parametrize("xdt,odt,shape,strides,pads,dil,relu", [
+    # odd channel counts: a partial block of 16 outputs (plain loops), of 4 inputs
+    ("uint8", "uint8", (1, 5, 9, 8, 6, 3), (1, 1), (1, 1, 1, 1), (1, 1), True),
+    ("int8", "int8", (1, 5, 9, 8, 6, 3), (2, 2), (0, 1, 2, 0), (1, 1), False),
+    ("uint8", "int8", (2, 7, 9, 11, 19, 3), (1, 2), (2, 2, 2, 2), (2, 1), False),
+    # blocks of 16 outputs: the micro-kernel
+    ("int8", "uint8", (1, 6, 11, 13, 32, 3), (2, 2), (1, 2, 0, 1), (2, 1), True),
+    ("uint8", "int8", (2, 3, 20, 20, 16, 7), (2, 2), (3, 3, 3, 3), (1, 1), False),
+    ("uint8", "uint8", (1, 17, 7, 7, 48, 3), (1, 1), (1, 1, 1, 1), (1, 2), True),
+    # 64 input channels: AMX tiles where the host has them (one, two partial tiles)
+    ("uint8", "uint8", (1, 64, 6, 6, 32, 1), (1, 1), (0, 0, 0, 0), (1, 1), False),
+    ("int8", "int8", (1, 128, 9, 40, 16, 3), (1, 2), (1, 1, 1, 1), (2, 1), True),
+])
+def test_conv2d_int8_matches_reference(xdt, odt, shape, strides, pads, dil, relu):
+    _check_conv(xdt, odt, shape, strides, pads, dil, relu)
+
+
+@pytest.mark.parametrize("mcpu,kind", [("alderlake", "avxvnni"), ("haswell", "avx2"),
+                                       ("sandybridge", "generic")])
+def test_conv2d_int8_micro_kernels_of_pinned_targets(mcpu, kind):
+    """Each micro-kernel (VNNI on ymm, AVX2's vpmaddwd, portable C) is exact; the host
+    runs them all (they use a subset of its instructions)."""
+    target = f"llvm -mcpu={mcpu}"
+    with kiln.target.Target(target):
+        assert intrin.kernel_kind() == kind
+    f = _check_conv("int8", "uint8", (1, 6, 9, 9, 32, 3), (1, 1), (1, 1, 1, 1), (1, 1), True,
+                    target)
+    assert intrin.kernel_name(intrin.row_block(9, kind), 2, (3, 3), 1, (1, 1), 4, kind) \
+        in f.get_source()
+
+
+def test_conv2d_int8_vector_kernel_reads_the_amx_layout():
+    """The AVX-512 VNNI kernel on the 64-channel blocks of the AMX layout: what runs where
+    the OS denies the tiles (here: the compute declared for an AMX CPU, built for one
+    without)."""
+    if "avx512vnni" not in kiln.target.current_cpu().features:
+        pytest.skip("the host has no AVX-512 VNNI")
+    amx, vnni = "llvm -mcpu=sapphirerapids", "llvm -mcpu=icelake-server"
+    assert intrin.channel_block(64, kiln.target.Target(amx).cpu) == 64
+    f = _check_conv("uint8", "uint8", (1, 64, 7, 9, 16, 3), (1, 1), (1, 1, 1, 1), (1, 1),
+                    False, target=vnni, layout_target=amx)
+    assert "avx512vnni_9x16x64x3x3" in f.get_source()
+
+
+def test_packed_weight_layout():
+    w = np.arange(20 * 5 * 2 * 3).reshape(20, 5, 2, 3).astype("int8")
+    p = I.pack_conv2d_weight(w)
+    assert p.shape == (2, 2, 2, 3, 16, 4)
+    assert p[1, 1, 0, 2, 3, 0] == w[19, 4, 0, 2] and p[1, 1, 0, 2, 3, 1] == 0
+    assert not p[1, :, :, :, 4:].any()
 
 
 @pytest.mark.parametrize("xdt,odt,relu", [("uint8", "uint8", False), ("int8", "int8", True)])
@@ -107,9 +164,11 @@ def test_unsupported_types_are_clear_errors():
         I.dense_int8(te.placeholder((2, 4), "uint8"), w, b, m, 0, "int32")
 
 
+@pytest.mark.slow  # three kernels compiled and assembled
 def test_dot_product_uses_the_targets_multiply_add():
     """uint8 x int8 dot products compile to VNNI's ``vpdpbusd`` where the host has it,
-    else to AVX2's ``vpmaddwd``/``vpmaddubsw`` multiply-adds."""
+    else to AVX2's ``vpmaddwd``/``vpmaddubsw`` multiply-adds; convolutions of 64-channel
+    blocks to AMX's ``tdpbusd`` where it has AMX-INT8."""
     from kiln.runtime.compiler import compile_asm
 
     a = te.placeholder((4, 64), "uint8", name="a")
@@ -119,8 +178,15 @@ def test_dot_product_uses_the_targets_multiply_add():
     out = I.dense_int8(a, w, b, m, 0, "uint8")
     asm = compile_asm(kiln.build(I.schedule_dense_int8(out), [a, w, b, m, out])
                       .get_source())
+    conv = compile_asm(_check_conv("uint8", "uint8", (1, 8, 6, 6, 16, 3), (1, 1),
+                                   (1, 1, 1, 1), (1, 1), False).get_source())
     features = kiln.target.current_cpu().features
+    if intrin.uses_amx(64):
+        amx = compile_asm(_check_conv("uint8", "uint8", (1, 64, 4, 4, 16, 1), (1, 1),
+                                      (0, 0, 0, 0), (1, 1), False).get_source())
+        assert "tdpbusd" in amx and "vpdpbusd" in amx  # the tiles, and the fallback
     if {"avx512vnni", "avxvnni"} & features:
-        assert "vpdpbusd" in asm
+        assert "vpdpbusd" in asm and "vpdpbusd" in conv
     elif "avx2" in features:
         assert "vpmaddwd" in asm or "vpmaddubsw" in asm
+        assert "vpmaddwd" in conv

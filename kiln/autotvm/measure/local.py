@@ -328,11 +328,13 @@ def compare_outputs(nd, arg_info, ref: dict, rtol: float, atol: float) -> str | 
 
 
 def check_and_time(mod, dev, arg_info, arrays, ref: dict | None, number: int, repeat: int,
-                   min_repeat_ms: float, rtol: float, atol: float) -> tuple[str, Any]:
+                   min_repeat_ms: float, rtol: float, atol: float, f_preproc: str = ""
+                   ) -> tuple[str, Any]:
     """Run a loaded module once on ``arrays`` (outputs start as garbage), compare with the
-    reference (if any), then time it with ``time_evaluator``. Works for a local module and
-    a remote one (``dev`` a device of its RPC session). Returns ``("ok", costs)`` or
-    ``("wrong", message)``; raises what the module raises."""
+    reference (if any), then time it with ``time_evaluator`` (``f_preproc`` run before
+    each repeat). Works for a local module and a remote one (``dev`` a device of its RPC
+    session). Returns ``("ok", costs)`` or ``("wrong", message)``; raises what the module
+    raises."""
     nd, dev = _nd_args(arrays, arg_info, dev)
     mod(*nd)
     if ref is not None:
@@ -340,18 +342,19 @@ def check_and_time(mod, dev, arg_info, arrays, ref: dict | None, number: int, re
         if wrong is not None:
             return "wrong", wrong
     timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=repeat,
-                               min_repeat_ms=min_repeat_ms)
+                               min_repeat_ms=min_repeat_ms, f_preproc=f_preproc)
     return "ok", tuple(timer(*nd).results)
 
 
 def run_candidate(lib_path: str, arg_info, number: int, repeat: int, min_repeat_ms: float,
-                  ref_path: str | None, rtol: float, atol: float) -> tuple[str, Any]:
+                  ref_path: str | None, rtol: float, atol: float, f_preproc: str = ""
+                  ) -> tuple[str, Any]:
     """Check (against the reference, if any) and time one library. Returns ``("ok",
     costs)``, ``("wrong", message)`` or raises."""
     mod, dev = load_built(lib_path)
     arrays, ref = _load_inputs(arg_info, ref_path)
     return check_and_time(mod, dev, arg_info, arrays, ref, number, repeat, min_repeat_ms,
-                          rtol, atol)
+                          rtol, atol, f_preproc)
 
 
 #: the error number of each way a run ends (see :func:`run_result`)
@@ -403,14 +406,18 @@ class LocalRunner(Runner):
     measurements of ``number`` calls each (``number`` grows until a measurement lasts
     ``min_repeat_ms``). A candidate taking longer than ``timeout`` seconds in all is
     killed (RUN_TIMEOUT); one that crashes the worker is RUNTIME_DEVICE; one whose output
-    differs from the reference (``rtol``/``atol``) is WRONG_ANSWER."""
+    differs from the reference (``rtol``/``atol``) is WRONG_ANSWER. With
+    ``enable_cpu_cache_flush`` the CPU caches are emptied before each of the ``repeat``
+    measurements (kiln/runtime/cache_flush.py; with ``number=1`` every timed call starts
+    cold)."""
 
     def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3,
                  min_repeat_ms: float = 0, cooldown_interval: float = 0.0,
                  check_correctness: bool = True, ref_func: Callable | None = None,
-                 rtol: float = 1e-3, atol: float = 1e-4):
+                 rtol: float = 1e-3, atol: float = 1e-4, enable_cpu_cache_flush: bool = False):
         set_measure_settings(self, timeout, number, repeat, min_repeat_ms, cooldown_interval,
                              check_correctness, ref_func, rtol, atol)
+        self.f_preproc = "cache_flush_cpu_non_first_arg" if enable_cpu_cache_flush else ""
         self._worker: Worker | None = None
         self._dir: str | None = None
         self.ref_path: str | None = None
@@ -471,7 +478,7 @@ class LocalRunner(Runner):
             status, value = self._worker.call(
                 "kiln.autotvm.measure.local", "run_candidate",
                 (build.filename, build.arg_info, self.number, self.repeat, self.min_repeat_ms,
-                 self.ref_path, self.rtol, self.atol), timeout=self.timeout)
+                 self.ref_path, self.rtol, self.atol, self.f_preproc), timeout=self.timeout)
             secs = time.perf_counter() - start + build.time_cost
             out.append(worker_run_result(status, value, secs, self.timeout))
             if status == "error" and self.cuda_device:

@@ -9,7 +9,7 @@ from .flatten import flatten
 from .norm import batch_norm, layer_norm
 from .pad import pad, pad_masked
 from .pooling import adaptive_pool, global_pool, pool, pool2d
-from .softmax import log_softmax, softmax
+from .softmax import fast_softmax, log_softmax, softmax
 from .utils import conv_out_size, get_pad_tuple
 from .winograd import conv2d_winograd_NCHWc, winograd_tile, winograd_weight_transform
 
@@ -18,6 +18,7 @@ __all__ = [
     "depthwise_conv2d_nchw", "depthwise_conv2d_NCHWc", "dense", "matmul", "batch_matmul", "relu",
     "leaky_relu", "prelu", "gelu", "bias_add", "flatten", "batch_norm", "layer_norm", "pad",
     "pad_masked", "pool2d",
-    "pool", "global_pool", "adaptive_pool", "softmax", "log_softmax", "get_pad_tuple",
+    "pool", "global_pool", "adaptive_pool", "softmax", "fast_softmax", "log_softmax",
+    "get_pad_tuple",
     "conv_out_size", "conv2d_winograd_NCHWc", "winograd_weight_transform", "winograd_tile",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..utils import all_ops, as_list
 from ._common import lanes, vector_registers
+from .batch_matmul import schedule_batch_matmul, schedule_matmul
 from .bf16 import schedule_conv2d_bf16, schedule_dense_bf16
 from .conv2d import (
     schedule_conv2d_nchw,
@@ -20,7 +21,7 @@ from .conv2d import (
     schedule_depthwise_conv2d_NCHWc,
     schedule_group_conv2d_nchw,
 )
-from .dense import schedule_batch_matmul, schedule_dense, schedule_matmul
+from .dense import schedule_dense
 from .injective import (
     schedule_batch_norm,
     schedule_broadcast,
@@ -29,6 +30,7 @@ from .injective import (
     schedule_injective_from_existing,
 )
 from .int8 import schedule_conv2d_int8, schedule_dense_int8
+from .packed_dense import dense_pack, schedule_dense_pack
 from .pooling import schedule_adaptive_pool, schedule_global_pool, schedule_pool
 from .reduction import schedule_reduce
 from .softmax import schedule_layer_norm, schedule_softmax
@@ -47,6 +49,7 @@ SCHEDULE_BY_TAG = (
     ("group_conv2d_nchw", schedule_group_conv2d_nchw),
     ("depthwise_conv2d_nchw", schedule_depthwise_conv2d_nchw),
     ("conv2d_nhwc", schedule_conv2d_nhwc),
+    ("dense_pack", schedule_dense_pack),
     ("dense", schedule_dense),
     ("matmul", schedule_matmul),
     ("batch_matmul", schedule_batch_matmul),
@@ -78,7 +81,6 @@ def schedule_auto(outs):
 
 schedule_concatenate = schedule_injective
 schedule_dense_nopack = schedule_dense
-schedule_dense_pack = schedule_dense
 
 
 def schedule_extern(outs):
@@ -98,5 +100,5 @@ __all__ = [
     "schedule_global_pool", "schedule_softmax", "schedule_layer_norm", "schedule_auto",
     "schedule_extern", "SCHEDULE_BY_TAG", "lanes", "vector_registers",
     "schedule_conv2d_winograd_NCHWc", "schedule_conv2d_int8", "schedule_dense_int8",
-    "schedule_conv2d_bf16", "schedule_dense_bf16",
+    "schedule_conv2d_bf16", "schedule_dense_bf16", "dense_pack",
 ]

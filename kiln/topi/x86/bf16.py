@@ -1,8 +1,9 @@
 """bf16 convolution and dense for x86: bfloat16 operands, float32 accumulation and output.
 
-Both computes take float32 data and a weight packed once, at compile time, into bf16 bits
-(``uint16``; :func:`pack_conv2d_weight`, :func:`pack_dense_weight`): ``[N, K']``, one row
-per output channel, the reduction padded with zeros to ``K'``, a multiple of 32
+Both computes take float32 data (a convolution also bf16 bits, ``uint16``, taken as they
+are) and a weight packed once, at compile time, into bf16 bits (``uint16``;
+:func:`pack_conv2d_weight`, :func:`pack_dense_weight`): ``[N, K']``, one row per output
+channel, the reduction padded with zeros to ``K'``, a multiple of 32
 (:func:`aligned_reduction`). Inside the kernel packing stages round the data to bf16 (to
 nearest even) into the pair-interleaved ("VNNI") layout the bf16 dot-product instructions
 read; products of bf16 values are exact in float32 and summed in float32; the output (plus
@@ -14,8 +15,11 @@ bf16 copy of the input with each row's channel pairs interleaved (``[N, H', C_ev
 k%2]`` (``k`` over ``KH x KW x C_even``: per kernel tap and channel pair, a contiguous run
 along the row for stride 1), and the accumulator ``acc[b, f, y*OW + x] = W @ cols``
 computed in ``mr x nr`` blocks by the micro-kernel of :mod:`.bf16_intrin` (AMX tiles or
-AVX-512 vectors); the output rows are contiguous in it. Dense: ``[M, K] x [N, K]^T`` the
-same way (``acc[0, n, m]``), the data rounded in one stage.
+AVX-512 vectors); the output rows are contiguous in it. The convolution's schedule runs
+all of it in one parallel loop over tiles of output rows (:func:`conv_tiling`), each task
+packing the input rows its tile reads into buffers of its own. Dense: ``[..., K] x [N,
+K]^T`` the same way (``acc[0, n, m]``, ``m`` over the leading dimensions), the data
+rounded in one stage.
 
 The schedules (:func:`schedule_conv2d_bf16`, :func:`schedule_dense_bf16`) need AVX-512 BF16
 (:func:`.bf16_intrin.check_bf16_cpu` raises otherwise).
@@ -29,9 +33,11 @@ from kiln import te, tir
 from kiln.target import current_cpu
 from kiln.topi.utils import all_ops, as_list, get_const_tuple
 
+from ._common import num_threads
 from .bf16_intrin import (
     K_ALIGN,
     LANES,
+    MAX_ACCUMULATORS,
     bf16_gemm_intrin,
     bf16_gemm_source,
     check_bf16_cpu,
@@ -40,8 +46,10 @@ from .bf16_intrin import (
     uses_amx,
 )
 
-#: accumulators of one block at most (of AVX-512's 32 registers; the rest hold the panel)
-MAX_ACCUMULATORS = 24
+#: pixels of one AMX block at most (4 chunks of 32 columns)
+AMX_MAX_COLUMNS = 128
+#: the fewest pixels of a convolution's tile split for parallelism (one AMX chunk)
+MIN_TILE_PIXELS = 32
 
 
 def np_to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -107,9 +115,10 @@ def _gemm(packed: te.Tensor, cols: te.Tensor, name: str, tag: str) -> te.Tensor:
 
 def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
                      kernel_size, channels: int, strides, padding, dilation) -> te.Tensor:
-    """2-D convolution of float32 NCHW ``data`` with a weight from :func:`pack_conv2d_weight`
-    (``kernel_size`` ``(KH, KW)``, ``channels`` outputs), plus ``bias[O]``, in bf16 with
-    float32 accumulation; ``padding`` is (top, left, bottom, right). Float32 NCHW out."""
+    """2-D convolution of NCHW ``data`` (float32, or bf16 bits: ``uint16``) with a weight
+    from :func:`pack_conv2d_weight` (``kernel_size`` ``(KH, KW)``, ``channels`` outputs),
+    plus ``bias[O]``, in bf16 with float32 accumulation; ``padding`` is (top, left, bottom,
+    right). Float32 NCHW out."""
     n, c, h, w = get_const_tuple(data.shape)
     kh, kw = kernel_size
     ce = c + c % 2
@@ -122,7 +131,7 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
     zero = tir.const(0, "uint16")
     if (kh, kw, sh, sw, top, left, bottom, right) == (1, 1, 1, 1, 0, 0, 0, 0):
         cols = _rows_of_pairs(data, n, c, h * w, lambda b, ci, m: data[b, ci, m // w, m % w],
-                              "T_bf16_cols", ow)
+                              "T_bf16_cols", {"halo": 0, "stride": 1})
         return _conv_output(_gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16"), bias,
                             (n, channels, oh, ow))
     # [N, H', C_even/2, W', 2]: each row's channel pairs interleaved, padding zeros
@@ -130,7 +139,7 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
         (n, h + top + bottom, ce // 2, w + left + right, 2),
         lambda b, y, cp, x, p: tir.if_then_else(
             tir.all(2 * cp + p < c, y >= top, y < top + h, x >= left, x < left + w),
-            round_to_bf16(data[b, tir.min(2 * cp + p, c - 1), y - top, x - left]), zero),
+            _as_bf16(data[b, tir.min(2 * cp + p, c - 1), y - top, x - left]), zero),
         name="T_bf16_padded", tag="injective")
     pairs = kh * kw * ce // 2
 
@@ -142,21 +151,10 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
             tir.if_then_else(k2 < pairs, value, zero)
 
     cols = te.compute((n, aligned_reduction(2 * pairs) // 2, oh * ow, 2), im2col,
-                      name="T_bf16_cols", tag="injective", attrs={"row": ow})
+                      name="T_bf16_cols", tag="injective",
+                      attrs={"halo": (kh - 1) * dh + 1 - sh, "stride": sh})
     return _conv_output(_gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16"), bias,
                         (n, channels, oh, ow))
-
-
-def _rows_of_pairs(data: te.Tensor, batch: int, k: int, m: int, read, name: str,
-                   row: int) -> te.Tensor:
-    """``[batch, K'/2, m, 2]`` bf16 bits: ``read(b, i, j)`` (reduction index ``i`` below
-    ``k``, column ``j``) rounded, in pairs of reduction steps per column, zeros past ``k``."""
-    zero = tir.const(0, "uint16")
-    return te.compute(
-        (batch, aligned_reduction(k) // 2, m, 2),
-        lambda b, k2, j, p: tir.if_then_else(
-            2 * k2 + p < k, round_to_bf16(read(b, tir.min(2 * k2 + p, k - 1), j)), zero),
-        name=name, tag="injective", attrs={"row": row})
 
 
 def _conv_output(acc: te.Tensor, bias: te.Tensor | None, shape: tuple) -> te.Tensor:
@@ -169,29 +167,101 @@ def _conv_output(acc: te.Tensor, bias: te.Tensor | None, shape: tuple) -> te.Ten
                       name="T_conv2d_bf16", tag="broadcast")
 
 
+def _as_bf16(value) -> tir.PrimExpr:
+    """``value`` as bf16 bits: rounded (to nearest even) from float32, kept if already bf16
+    (``uint16``)."""
+    return value if value.dtype == "uint16" else round_to_bf16(value)
+
+
+def _rows_of_pairs(data: te.Tensor, batch: int, k: int, m: int, read, name: str,
+                   attrs: dict) -> te.Tensor:
+    """``[batch, K'/2, m, 2]`` bf16 bits: ``read(b, i, j)`` (reduction index ``i`` below
+    ``k``, column ``j``) rounded, in pairs of reduction steps per column, zeros past ``k``;
+    the stage's ``attrs`` as given."""
+    zero = tir.const(0, "uint16")
+    return te.compute(
+        (batch, aligned_reduction(k) // 2, m, 2),
+        lambda b, k2, j, p: tir.if_then_else(
+            2 * k2 + p < k, _as_bf16(read(b, tir.min(2 * k2 + p, k - 1), j)), zero),
+        name=name, tag="injective", attrs=attrs)
+
+
 def dense_bf16(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
                units: int) -> te.Tensor:
-    """``[M, K] x [N, K]^T + bias[N]`` (``N = units``) in bf16 with float32 accumulation, the
-    weight from :func:`pack_dense_weight`. Float32 ``[M, N]`` out."""
-    m, k = get_const_tuple(data.shape)
+    """``[..., K] x [N, K]^T + bias[N]`` (``N = units``; the leading dimensions of ``data``
+    taken as one ``M``: a transformer's ``[batch, seq, K]``) in bf16 with float32
+    accumulation, the weight from :func:`pack_dense_weight`. Float32 ``[..., N]`` out."""
+    *lead, k = get_const_tuple(data.shape)
+    m = int(np.prod(lead, dtype=np.int64))
     _check_packed(packed, k, units, "dense_bf16")
-    rows = _rows_of_pairs(data, 1, k, m, lambda _, i, j: data[j, i], "T_bf16_rows", m)
+
+    def read(_, i, j):
+        return data[(*_unravel(j, lead), i)]
+
+    rows = _rows_of_pairs(data, 1, k, m, read, "T_bf16_rows", {})
     acc = _gemm(packed, rows, "T_dense_bf16_acc", "dense_bf16")
+    shape = (*lead, units)
     if bias is None:
-        return te.compute((m, units), lambda i, j: acc[0, j, i], name="T_dense_bf16",
-                          tag="injective")
-    return te.compute((m, units), lambda i, j: acc[0, j, i] + bias[j], name="T_dense_bf16",
-                      tag="broadcast")
+        return te.compute(shape, lambda *i: acc[0, i[-1], _ravel(i[:-1], lead)],
+                          name="T_dense_bf16", tag="injective")
+    return te.compute(shape, lambda *i: acc[0, i[-1], _ravel(i[:-1], lead)] + bias[i[-1]],
+                      name="T_dense_bf16", tag="broadcast")
+
+
+def _ravel(index, shape) -> tir.PrimExpr:
+    """The row-major flat index of ``index`` in ``shape``."""
+    flat = index[0]
+    for i, n in zip(index[1:], shape[1:], strict=True):
+        flat = flat * n + i
+    return flat
+
+
+def _unravel(flat, shape) -> list:
+    """The row-major index in ``shape`` of the flat index ``flat``."""
+    index = []
+    for n in reversed(shape[1:]):
+        index.append(flat % n)
+        flat = flat // n
+    return [flat, *reversed(index)]
 
 
 def block_shape(rows: int, cols: int, amx: bool) -> tuple[int, int]:
     """The micro-kernel's ``(mr, nr)`` for an accumulator of ``rows`` output channels by
-    ``cols`` pixels: divisors of both, ``nr`` up to 32 (two AMX tiles, or two vectors);
-    ``mr`` up to 32 with ``amx``, else as many as keep ``mr`` times ``nr``'s vectors within
-    :data:`MAX_ACCUMULATORS`."""
-    nr = max(d for d in range(1, 2 * LANES + 1) if cols % d == 0)
+    ``cols`` pixels: divisors of both; ``mr`` up to 32 and ``nr`` up to
+    :data:`AMX_MAX_COLUMNS` with ``amx`` (the micro-kernel takes the columns in chunks of
+    32, each streaming the ``mr`` weight rows once: the fewest chunks per pixel, then the
+    widest); else ``nr`` up to 32 (two vectors) and ``mr`` as many as keep ``mr`` times
+    ``nr``'s vectors within :data:`MAX_ACCUMULATORS`."""
+    widths = [d for d in range(1, (AMX_MAX_COLUMNS if amx else 2 * LANES) + 1) if cols % d == 0]
+    nr = min(widths, key=lambda d: (-(-d // (2 * LANES)) / d, -d))
     budget = 32 if amx else MAX_ACCUMULATORS // -(-nr // LANES)
     return max(d for d in range(1, budget + 1) if rows % d == 0), nr
+
+
+def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: int = 0,
+                stride: int = 1) -> tuple[int, int, int, int]:
+    """``(rows, groups, mr, nr)``: the convolution's parallel tasks are tiles of ``rows``
+    output rows times ``groups`` groups of output channels, of whole blocks of the
+    micro-kernel's ``mr x nr`` (:func:`block_shape` of the tile's pixels). A tile has at
+    least as many pixels as channels (each task reads the weight once and packs its own
+    tile: the two operands of its GEMM of similar size), and packs at most half again the
+    ``rows * stride`` input rows it advances over (``halo``: the input rows it reads beyond
+    them, ``(KH - 1) * dilation + 1 - stride``, packed again by the next tile); fewer rows
+    where that makes ``2 * threads`` tiles of at least :data:`MIN_TILE_PIXELS`; channel
+    groups only where the rows cannot make ``threads`` tasks (late layers: each group packs
+    the whole image again)."""
+    divisors = [d for d in range(1, oh + 1) if oh % d == 0]
+    rows = next((d for d in divisors if d * ow >= channels and 2 * halo <= d * stride), oh)
+    while oh // rows < 2 * threads:
+        fewer = [d for d in divisors if d < rows and d * ow >= MIN_TILE_PIXELS]
+        if not fewer:
+            break
+        rows = fewer[-1]
+    mr, nr = block_shape(channels, rows * ow, amx)
+    blocks = channels // mr
+    groups = next((g for g in range(1, blocks + 1) if blocks % g == 0
+                   and g * (oh // rows) >= threads), blocks)
+    return rows, groups, mr, nr
 
 
 #: the packing stages the schedules place themselves (the others are inlined)
@@ -215,14 +285,12 @@ def _stages(outs: list[te.Tensor], tag: str):
     return s, packing, acc
 
 
-def _tensorize(s: te.Schedule, acc, cols: int, parallel: bool) -> None:
-    """Tensorize the ``[batch, channels, pixels]`` accumulator ``acc`` (``cols`` of its
-    pixels where it is computed) in ``mr x nr`` blocks (:func:`block_shape`): loops over the
-    batch, the channel blocks and the pixel blocks (fused and parallel if ``parallel``: a
-    thread's consecutive blocks share the weight rows), then the micro-kernel over the block
-    and the whole reduction."""
-    channels, kp = get_const_tuple(acc.input_tensors[0].shape)
-    mr, nr = block_shape(channels, cols, uses_amx(current_cpu()))
+def _tensorize(s: te.Schedule, acc, mr: int, nr: int, parallel: bool) -> None:
+    """Tensorize the ``[batch, channels, pixels]`` accumulator ``acc`` in ``mr x nr``
+    blocks (:func:`block_shape`): loops over the batch, the channel blocks and the pixel
+    blocks (fused and parallel if ``parallel``: a thread's consecutive blocks share the
+    weight rows), then the micro-kernel over the block and the whole reduction."""
+    kp = get_const_tuple(acc.input_tensors[0].shape)[1]
     b, f, m = s[acc].op.axis
     fo, fi = s[acc].split(f, factor=mr)
     mo, mi = s[acc].split(m, factor=nr)
@@ -236,38 +304,36 @@ def _tensorize(s: te.Schedule, acc, cols: int, parallel: bool) -> None:
 
 
 def schedule_conv2d_bf16(outs) -> te.Schedule:
-    """Schedule of :func:`conv2d_bf16_nchw` and its elementwise tail. The padded bf16 copy
-    of the input first (parallel rows); then, where the output has more pixels than
-    channels (the weight is the smaller operand: early layers), per output row (parallel)
-    its im2col block, accumulator and output row, the weight read from cache for each row;
-    otherwise (late layers) each stage over the whole image, the accumulator's blocks in
-    parallel, so that the weight is read once. The im2col copies each kernel tap's run of
-    channel pairs along the row; the accumulator is tensorized (:func:`_tensorize`); the
-    output rows are contiguous in it."""
+    """Schedule of :func:`conv2d_bf16_nchw` and its elementwise tail, one parallel loop:
+    over tiles of output rows times groups of output channels (:func:`conv_tiling`), each
+    task packing its tile's im2col block (rounding the input to bf16 as it reads it) into
+    a buffer of its own, then per block of ``mr`` channels the accumulator, tensorized
+    (:func:`_tensorize`), and the output with its elementwise tail (bias, residual add,
+    relu) read from it while it is in cache."""
     check_bf16_cpu(what="schedule_conv2d_bf16")
     outs = as_list(outs)
     s, packing, acc = _stages(outs, "conv2d_bf16")
     cols = packing["T_bf16_cols"]
-    if "T_bf16_padded" in packing:  # not for a pointwise convolution
-        pb, py = s[packing["T_bf16_padded"]].op.axis[:2]
-        s[packing["T_bf16_padded"]].parallel(s[packing["T_bf16_padded"]].fuse(pb, py))
-    _, channels, pixels = get_const_tuple(acc.output(0).shape)
+    channels = get_const_tuple(acc.input_tensors[0].shape)[0]
     out = outs[0]
-    b, f, y, _ = s[out].op.axis
-    cb, ck, cm, _ = s[cols].op.axis
-    if channels < pixels:
-        s[out].reorder(b, y, f)
-        row = s[out].fuse(b, y)
-        s[out].parallel(row)
-        s[cols].compute_at(s[out], row)
-        s[acc].compute_at(s[out], row)
-        _tensorize(s, acc, cols.attrs["row"], parallel=False)
-    else:
-        cy, cx = s[cols].split(cm, factor=cols.attrs["row"])
-        s[cols].reorder(cb, cy, ck, cx)
-        s[cols].parallel(s[cols].fuse(cb, cy))
-        _tensorize(s, acc, pixels, parallel=True)
-        s[out].parallel(s[out].fuse(b, f))
+    _, _, oh, ow = get_const_tuple(out.shape)
+    rows, groups, mr, nr = conv_tiling(channels, oh, ow, num_threads(),
+                                       uses_amx(current_cpu()), cols.attrs["halo"],
+                                       cols.attrs["stride"])
+    b, f, y, x = s[out].op.axis
+    g, fi = s[out].split(f, factor=channels // groups)
+    fm, fr = s[out].split(fi, factor=mr)
+    yo, yi = s[out].split(y, factor=rows)
+    s[out].reorder(b, yo, g, fm, fr, yi, x)
+    task = s[out].fuse(b, yo, g)
+    s[out].parallel(task)
+    for name in ("T_bf16_padded", "T_bf16_cols"):
+        if name in packing:  # no padded copy for a pointwise convolution
+            s[packing[name]].compute_at(s[out], task)
+    cy, cx = s[cols].split(s[cols].op.axis[2], factor=ow)
+    s[cols].reorder(s[cols].op.axis[0], cy, s[cols].op.axis[1], cx)
+    s[acc].compute_at(s[out], fm)
+    _tensorize(s, acc, mr, nr, parallel=False)
     return s
 
 
@@ -279,11 +345,12 @@ def schedule_dense_bf16(outs) -> te.Schedule:
     s, packing, acc = _stages(outs, "dense_bf16")
     rows = packing["T_bf16_rows"]
     s[rows].parallel(s[rows].op.axis[1])
-    _tensorize(s, acc, get_const_tuple(acc.output(0).shape)[2], parallel=True)
-    s[outs[0]].parallel(s[outs[0]].op.axis[0])
+    _, units, m = get_const_tuple(acc.output(0).shape)
+    _tensorize(s, acc, *block_shape(units, m, uses_amx(current_cpu())), parallel=True)
+    s[outs[0]].parallel(s[outs[0]].fuse(*s[outs[0]].op.axis[:-1]))
     return s
 
 
 __all__ = ["np_to_bf16_bits", "np_from_bf16_bits", "aligned_reduction", "pack_conv2d_weight",
-           "pack_dense_weight", "conv2d_bf16_nchw", "dense_bf16", "block_shape",
+           "pack_dense_weight", "conv2d_bf16_nchw", "dense_bf16", "block_shape", "conv_tiling",
            "schedule_conv2d_bf16", "schedule_dense_bf16"]

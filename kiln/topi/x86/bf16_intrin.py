@@ -14,11 +14,13 @@ instructions read: for each pair of reduction steps ``k2``, the ``nr`` columns' 
 side by side, stride ``ldb`` between pairs; ``c``: float32 rows of stride ``ldc``. The
 micro-kernel (:func:`bf16_gemm_source`):
 
-* AMX-BF16 (``amx-tile`` + ``amx-bf16``; ``mr``, ``nr`` at most 32, ``2*kc2`` a multiple
-  of :data:`K_ALIGN`): the block in up to 2 x 2 float32 accumulator tiles, per 32
+* AMX-BF16 (``amx-tile`` + ``amx-bf16``; ``mr`` at most 32, any ``nr``, ``2*kc2`` a
+  multiple of :data:`K_ALIGN`): the columns in chunks of 32 (the last one ragged, with
+  its own tile configuration), each chunk in up to 2 x 2 float32 accumulator tiles, per 32
   reduction steps one tile of ``a`` per 16 rows and one of ``b`` per 16 columns, one
   ``tdpbf16ps`` per accumulator tile (up to 16 x 16 x 32 multiply-adds). Linux grants the
-  tiles per process on request; where it refuses, the AVX-512 path runs;
+  tiles per process on request; where it refuses, the AVX-512 path runs the block in
+  pieces of at most 32 columns and :data:`MAX_ACCUMULATORS` accumulators;
 * AVX-512 BF16: the block in ``mr * ceil(nr / 16)`` zmm accumulators; per pair of steps
   ``ceil(nr / 16)`` vectors of ``b``, each row's pair of ``a`` values broadcast (32 bits),
   one ``vdpbf16ps`` (32 multiply-adds) per accumulator.
@@ -44,6 +46,8 @@ BF16_FEATURE = "avx512bf16"
 AMX_FEATURES = frozenset({"amx-tile", "amx-bf16"})
 #: the reduction length must be a multiple of this (one row of an AMX tile: 32 bf16 values)
 K_ALIGN = 32
+#: accumulators of one AVX-512 block at most (of the 32 registers; the rest hold the panel)
+MAX_ACCUMULATORS = 24
 
 
 def check_bf16_cpu(cpu: CPUInfo | None = None, what: str = "bf16 kernels") -> None:
@@ -136,23 +140,41 @@ typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16];
 #endif"""
 
 
-def _amx_update(name: str, mr: int, nr: int) -> list[str]:
-    """The AMX-BF16 update: the block as up to 2 x 2 float32 tiles of at most 16 x 16
-    (tmm0-3), per 32 reduction steps a tile of ``a`` per row tile (tmm4-5) and of ``b``
-    per column tile (tmm6-7), one ``tdpbf16ps`` per accumulator tile."""
-    rows, cols = _tiles(mr), _tiles(nr)
+def _column_chunks(nr: int) -> list[tuple[int, int, int]]:
+    """``nr`` columns as ``(start, stop, width)`` runs of chunks: of 32 columns (two tiles or
+    two vectors), then the ragged rest."""
+    full, tail = divmod(nr, 2 * LANES)
+    return [(0, full * 2 * LANES, 2 * LANES)] * bool(full) + [(full * 2 * LANES, nr, tail)] * \
+        bool(tail)
+
+
+def _vector_blocks(name: str, mr: int, nr: int) -> list[str]:
+    """The AVX-512 BF16 update of an ``mr x nr`` block of any size (the AMX kernels' path
+    where the OS refuses the tiles): column chunks of 32 (the last one ragged) by row chunks
+    of as many rows as keep the accumulators within :data:`MAX_ACCUMULATORS`, each a
+    :func:`_vector_update`."""
+    kernels, body = [], []
+    for start, stop, width in _column_chunks(nr):
+        rows = max(d for d in range(1, MAX_ACCUMULATORS // -(-width // LANES) + 1)
+                   if mr % d == 0)
+        kernel = f"{name}_{rows}x{width}"
+        kernels += _vector_update(kernel, rows, width)
+        body += [f"  for (int j = {start}; j < {stop}; j += {width})",
+                 f"    for (int i = 0; i < {mr}; i += {rows})",
+                 f"      {kernel}(c + i * ldc + j, a + i * lda, b + 2 * j, kc2, lda, ldb, ldc);"]
+    return [*kernels, f"static int {name}({_SIGNATURE}) {{", *body, "  return 0;", "}"]
+
+
+def _amx_chunk(name: str, mr: int, width: int) -> list[str]:
+    """A C function computing ``mr`` rows by ``width`` (at most 32) columns of the block with
+    the tiles configured by :func:`_amx_config`: up to 2 x 2 float32 accumulator tiles
+    (tmm0-3), per 32 reduction steps a tile of ``a`` per row tile (tmm4-5) and of ``b`` per
+    column tile (tmm6-7), one ``tdpbf16ps`` per accumulator tile."""
+    rows, cols = _tiles(mr), _tiles(width)
     acc = {(r, c): r * len(cols) + c for r in range(len(rows)) for c in range(len(cols))}
     a_tile = {r: len(acc) + r for r in range(len(rows))}
     b_tile = {c: len(acc) + len(rows) + c for c in range(len(cols))}
-    config = [f"cfg.rows[{t}] = {rows[r]}; cfg.colsb[{t}] = {4 * cols[c]};"
-              for (r, c), t in acc.items()]
-    config += [f"cfg.rows[{t}] = {rows[r]}; cfg.colsb[{t}] = 64;" for r, t in a_tile.items()]
-    config += [f"cfg.rows[{t}] = 16; cfg.colsb[{t}] = {4 * cols[c]};"
-               for c, t in b_tile.items()]
-    lines = [f"static int {name}({_SIGNATURE}) {{",
-             "  kiln_tile_config cfg; memset(&cfg, 0, sizeof cfg); cfg.palette = 1;"]
-    lines += [f"  {line}" for line in config]
-    lines.append("  _tile_loadconfig(&cfg);")
+    lines = [f"static void {name}({_SIGNATURE}) {{"]
     lines += [f"  _tile_loadd({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
               for (r, c), t in acc.items()]
     lines.append("  for (int k = 0; k < kc2; k += 16) {")
@@ -163,6 +185,34 @@ def _amx_update(name: str, mr: int, nr: int) -> list[str]:
     lines.append("  }")
     lines += [f"  _tile_stored({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
               for (r, c), t in acc.items()]
+    return lines + ["}"]
+
+
+def _amx_config(mr: int, width: int) -> list[str]:
+    """C statements loading the tile configuration of :func:`_amx_chunk` ``(mr, width)``."""
+    rows, cols = _tiles(mr), _tiles(width)
+    acc = [(r, c) for r in range(len(rows)) for c in range(len(cols))]
+    config = [f"cfg.rows[{t}] = {rows[r]}; cfg.colsb[{t}] = {4 * cols[c]};"
+              for t, (r, c) in enumerate(acc)]
+    config += [f"cfg.rows[{len(acc) + r}] = {n}; cfg.colsb[{len(acc) + r}] = 64;"
+               for r, n in enumerate(rows)]
+    config += [f"cfg.rows[{len(acc) + len(rows) + c}] = 16; "
+               f"cfg.colsb[{len(acc) + len(rows) + c}] = {4 * n};" for c, n in enumerate(cols)]
+    return ["  memset(&cfg, 0, sizeof cfg); cfg.palette = 1;", *[f"  {c}" for c in config],
+            "  _tile_loadconfig(&cfg);"]
+
+
+def _amx_update(name: str, mr: int, nr: int) -> list[str]:
+    """The AMX-BF16 update of an ``mr x nr`` block (``mr`` at most 32, any ``nr``): the
+    column chunks (:func:`_column_chunks`) by :func:`_amx_chunk`, each chunk width with its
+    own tile configuration."""
+    chunks = _column_chunks(nr)
+    lines = [line for _, _, width in chunks for line in _amx_chunk(f"{name}_{width}", mr, width)]
+    lines += [f"static int {name}({_SIGNATURE}) {{", "  kiln_tile_config cfg;"]
+    for start, stop, width in chunks:
+        lines += _amx_config(mr, width)
+        lines += [f"  for (int j = {start}; j < {stop}; j += {width})",
+                  f"    {name}_{width}(c + j, a, b + 2 * j, kc2, lda, ldb, ldc);"]
     return lines + ["  _tile_release();", "  return 0;", "}"]
 
 
@@ -173,7 +223,7 @@ _SIGNATURE = ("float *c, const uint16_t *a, const uint16_t *b, int kc2, int lda,
 def bf16_gemm_source(mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
     """The C of the reset and update kernels of an ``mr x nr`` block (module docstring) for
     ``cpu`` (the current target's by default), which :func:`check_bf16_cpu` accepts: with
-    AMX tiles where it has AMX-BF16 (``mr``, ``nr`` at most 32, the reduction a multiple of
+    AMX tiles where it has AMX-BF16 (``mr`` at most 32, the reduction a multiple of
     :data:`K_ALIGN`), falling back to the AVX-512 BF16 update in a process the OS denies
     the tiles; else the AVX-512 BF16 update alone."""
     reset, update = kernel_names(mr, nr)
@@ -183,7 +233,7 @@ def bf16_gemm_source(mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
              "c[i * ldc + j] = 0;", "  return 0;", "}"]
     if not uses_amx(cpu):
         return "\n".join(lines + _vector_update(update, mr, nr)) + "\n"
-    lines += [_AMX_COMMON, *_vector_update(f"{update}_avx512", mr, nr),
+    lines += [_AMX_COMMON, *_vector_blocks(f"{update}_avx512", mr, nr),
               *_amx_update(f"{update}_amx", mr, nr),
               f"static int {update}({_SIGNATURE}) {{",
               f"  return (kiln_amx_permitted() ? {update}_amx : {update}_avx512)"
@@ -221,6 +271,6 @@ def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
                                  binds=binds)
 
 
-__all__ = ["LANES", "BF16_FEATURE", "AMX_FEATURES", "K_ALIGN", "check_bf16_cpu", "uses_amx",
-           "to_float32", "round_to_bf16", "kernel_names", "bf16_gemm_source",
-           "bf16_gemm_intrin"]
+__all__ = ["LANES", "BF16_FEATURE", "AMX_FEATURES", "K_ALIGN", "MAX_ACCUMULATORS",
+           "check_bf16_cpu", "uses_amx", "to_float32", "round_to_bf16", "kernel_names",
+           "bf16_gemm_source", "bf16_gemm_intrin"]

@@ -222,14 +222,4 @@ def schedule_dense(outs):
     return _schedule_mm(outs, ("dense",))
 
 
-def schedule_matmul(outs):
-    """topi.matmul."""
-    return _schedule_mm(outs, ("matmul",))
-
-
-def schedule_batch_matmul(outs):
-    """batch_matmul (batch axis parallel)."""
-    return _schedule_mm(outs, ("batch_matmul",))
-
-
-__all__ = ["schedule_dense", "schedule_matmul", "schedule_batch_matmul"]
+__all__ = ["schedule_dense"]

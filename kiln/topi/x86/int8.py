@@ -6,21 +6,35 @@ in the same kernel (:func:`requantize`): ``acc * multiplier[o]`` in float32, rou
 even (C's ``nearbyintf``, as onnxruntime's QLinearConv), plus the output zero point, then a
 saturating cast to the output type (``relu=True`` also clamps below at the zero point).
 
-Layout: the reduction runs over the innermost, contiguous axis of both operands: a dense
-weight is ``[N, K]``; a convolution reads its input as padded ``NHWC`` (a stage of the
-kernel, padding with the input zero point, the quantized 0.0) and its weight as ``OHWI``
-(packed at compile time by the graph rewrite), so each output is one dot product of
-``KH`` contiguous runs of ``KW*C`` bytes (``KH*KW`` runs of ``C`` with a width dilation).
-The schedules keep that dot product innermost, several output channels' accumulators in
-registers; with ``-O3 -march=native`` GCC vectorizes it with the
-target's widening multiply-adds: ``vpdpbusd`` (``uint8 x int8``) on AVX-512 VNNI / AVX-VNNI,
-``vpmaddwd`` chains on AVX2 (docs/precision.md). Output: ``NCHW`` / ``[M, N]``.
+Convolution (NCHW in, NCHW out): the weight is packed at compile time
+(:func:`pack_conv2d_weight`, ``[O/16, I/4, KH, KW, 16, 4]``); the kernel's first stage
+copies the input padded (with the input zero point, the quantized 0.0) into blocks of
+channels side by side per pixel (``[N, C/cb, H', W', cb]`` uint8, ``cb`` 4, or 64 for AMX:
+:func:`.int8_intrin.channel_block`), int8 data shifted to uint8
+(:func:`unsigned_zero_point`); the second computes, per output row and block of 16
+channels, the int32 accumulators with the micro-kernel of :mod:`.int8_intrin` (AMX-INT8
+tiles, ``vpdpbusd`` on AVX-512 VNNI / AVX-VNNI, ``vpmaddwd`` on AVX2) and requantizes them
+in its epilogue. Dense: ``[M, K] x [N, K]^T``, the reduction innermost, which GCC
+vectorizes with the target's widening multiply-adds. docs/precision.md.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from kiln import te, tir
 from kiln.topi.utils import all_ops, as_list, get_const_tuple
+
+from .int8_intrin import (
+    IC_BLOCK,
+    OC_BLOCK,
+    channel_block,
+    conv_int8_intrin,
+    conv_int8_source,
+    kernel_for,
+    row_block,
+    weight_at,
+)
 
 #: the 8-bit types, with their saturation bounds
 INT8_RANGE: dict[str, tuple[int, int]] = {"int8": (-128, 127), "uint8": (0, 255)}
@@ -65,101 +79,157 @@ def dense_int8(data: te.Tensor, weight: te.Tensor, bias: te.Tensor, multiplier: 
     return requantize(acc, multiplier, 1, output_zero_point, out_dtype, relu)
 
 
-def conv2d_int8_nchw(data: te.Tensor, kernel_ohwi: te.Tensor, bias: te.Tensor,
-                     multiplier: te.Tensor, strides, padding, dilation,
+def unsigned_zero_point(dtype: str, zero_point: int) -> int:
+    """The zero point of ``dtype`` data as the convolution computes it: uint8 data as it
+    is; int8 data shifted by 128 to uint8 (``x + 128``: the instructions multiply unsigned
+    by signed bytes, TVM's legalization of int8 data on x86)."""
+    return zero_point + (128 if dtype == "int8" else 0)
+
+
+def pack_conv2d_weight(w_oihw: np.ndarray) -> np.ndarray:
+    """An ``OIHW`` int8 weight in the convolution's packed layout ``[O/16, I/4, KH, KW, 16,
+    4]`` (:data:`.int8_intrin.OC_BLOCK` output channels by
+    :data:`.int8_intrin.IC_BLOCK` input channels per tap: the 64 bytes one ``vpdpbusd``
+    reads), both channel counts padded with zero weights."""
+    o, c, kh, kw = w_oihw.shape
+    ob, cb = -(-o // OC_BLOCK), -(-c // IC_BLOCK)
+    w = np.zeros((ob * OC_BLOCK, cb * IC_BLOCK, kh, kw), np.int8)
+    w[:o, :c] = w_oihw
+    w = w.reshape(ob, OC_BLOCK, cb, IC_BLOCK, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 1, 3))
+
+
+def conv2d_int8_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor,
+                     multiplier: te.Tensor, channels: int, strides, padding, dilation,
                      input_zero_point: int, output_zero_point: int, out_dtype: str,
                      relu: bool = False) -> te.Tensor:
-    """2-D convolution of NCHW 8-bit ``data`` with an ``OHWI`` int8 kernel, plus ``bias[O]``
-    in int32, requantized per output channel; ``padding`` is (top, left, bottom, right) and
-    pads with ``input_zero_point``."""
+    """2-D convolution of NCHW 8-bit ``data`` with a weight from :func:`pack_conv2d_weight`
+    (``channels`` outputs), plus ``bias[O]`` in int32, requantized per output channel; NCHW
+    ``out_dtype`` out. ``padding`` is (top, left, bottom, right) and pads with
+    ``input_zero_point``. int8 data is computed shifted to uint8
+    (:func:`unsigned_zero_point`): the caller's bias holds ``-(zx + 128) * sum(w[o])``
+    for it (``-zx * sum(w[o])`` for uint8 data)."""
     _check_8bit("the data", data.dtype)
-    _check_8bit("the weight", kernel_ohwi.dtype, ("int8",))
+    _check_8bit("the weight", packed.dtype, ("int8",))
     n, c, h, w = get_const_tuple(data.shape)
-    o, kh, kw, ci = get_const_tuple(kernel_ohwi.shape)
-    if ci != c:
-        raise ValueError(f"conv2d_int8: the kernel has {ci} input channels, the data {c}")
+    ob, c4, kh, kw, _, _ = get_const_tuple(packed.shape)
+    if c4 != -(-c // IC_BLOCK) or ob != -(-channels // OC_BLOCK):
+        raise ValueError(f"conv2d_int8: the packed weight {get_const_tuple(packed.shape)} is "
+                         f"not that of {channels} outputs of {c} input channels")
     sh, sw = strides
     dh, dw = dilation
     top, left, bottom, right = padding
     hp, wp = h + top + bottom, w + left + right
     oh = (hp - (kh - 1) * dh - 1) // sh + 1
     ow = (wp - (kw - 1) * dw - 1) // sw + 1
-    zero = tir.const(input_zero_point, data.dtype)
-    # padded NHWC with W and C merged: a row's KW*C window is one contiguous run
-    rows = te.compute(
-        (n, hp, wp * c),
-        lambda b, y, j: tir.if_then_else(
-            tir.all(y >= top, y < top + h, j >= left * c, j < (left + w) * c),
-            data[b, j % c, y - top, j // c - left], zero),
-        name="T_padded_rows", tag="injective")
+    zero = tir.const(unsigned_zero_point(data.dtype, input_zero_point), "uint8")
+    cb = channel_block(c)
+
+    def unsigned(v):
+        return (v.astype("int32") + 128).astype("uint8") if data.dtype == "int8" else v
+
+    # [N, C/cb, H', W', cb] uint8: each pixel's cb channels side by side, padding zx
+    padded = te.compute(
+        (n, c4 * IC_BLOCK // cb, hp, wp, cb),
+        lambda b, q, y, x, i: tir.if_then_else(
+            tir.all(y >= top, y < top + h, x >= left, x < left + w, q * cb + i < c),
+            unsigned(data[b, tir.min(q * cb + i, c - 1), y - top, x - left]), zero),
+        name="T_int8_padded", tag="injective")
+    rq = te.reduce_axis((0, c4 * IC_BLOCK // cb), name="rq")
     ry = te.reduce_axis((0, kh), name="ry")
-    if dw == 1:
-        r = te.reduce_axis((0, kw * c), name="r")
-        acc = te.compute(
-            (n, o, oh, ow),
-            lambda b, f, y, x: te.sum(
-                rows[b, y * sh + ry * dh, x * sw * c + r].astype("int32")
-                * kernel_ohwi[f, ry, r // c, r % c].astype("int32"), axis=[ry, r]),
-            name="T_conv2d_int8_acc", tag="conv2d_int8")
-    else:
-        rx = te.reduce_axis((0, kw), name="rx")
-        rc = te.reduce_axis((0, c), name="rc")
-        acc = te.compute(
-            (n, o, oh, ow),
-            lambda b, f, y, x: te.sum(
-                rows[b, y * sh + ry * dh, (x * sw + rx * dw) * c + rc].astype("int32")
-                * kernel_ohwi[f, ry, rx, rc].astype("int32"), axis=[ry, rx, rc]),
-            name="T_conv2d_int8_acc", tag="conv2d_int8")
-    acc = te.compute(acc.shape, lambda b, f, y, x: acc[b, f, y, x] + bias[f], name="T_bias",
+    rx = te.reduce_axis((0, kw), name="rx")
+    ri = te.reduce_axis((0, cb), name="ri")
+    acc = te.compute(
+        (n, ob, oh, ow, OC_BLOCK),
+        lambda b, g, y, x, j: te.sum(
+            padded[b, rq, y * sh + ry * dh, x * sw + rx * dw, ri].astype("int32")
+            * weight_at(packed, (g,), rq, ry, rx, j, ri, cb).astype("int32"),
+            axis=[rq, ry, rx, ri]),
+        name="T_conv2d_int8_acc", tag="conv2d_int8",
+        attrs={"stride": sw, "kernel": (kh, kw), "dilation": (dh, dw), "channel_block": cb})
+    acc = te.compute((n, channels, oh, ow), lambda b, f, y, x:
+                     acc[b, f // OC_BLOCK, y, x, f % OC_BLOCK] + bias[f], name="T_bias",
                      tag="broadcast")
     return requantize(acc, multiplier, 1, output_zero_point, out_dtype, relu)
 
 
-#: output channels computed together: their dot products share each load of the input
+#: output channels of a dense computed together: their dot products share each input load
 OUTPUT_BLOCK = 4
 
 
-def _schedule_int8(outs, tag: str) -> te.Schedule:
-    """The int8 kernel ending in ``outs``: the batch and blocks of :data:`OUTPUT_BLOCK`
-    output channels (2 or 1 where 4 does not divide) fused and parallel; per output pixel
-    the block's accumulators computed together (the reduction outside, the block unrolled
-    inside, so GCC vectorizes one loop of several dot products sharing each input load);
-    everything between inlined; the convolution's padded-rows stage parallel on its own."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    out = outs[0]
+def _inline_all_but(s: te.Schedule, outs: list[te.Tensor], keep: tuple[str, ...], tag: str):
+    """Inline every stage of ``outs`` but the outputs and the stages named ``keep``; return
+    the operation tagged ``tag``."""
     acc = None
     for op in all_ops(outs):
         if getattr(op, "tag", "") == tag:
             acc = op
         elif op not in [t.op for t in outs] and isinstance(op, te.ComputeOp) \
-                and op.name != "T_padded_rows":
+                and op.name not in keep:
             s[op].compute_inline()
     if acc is None:
         raise NotImplementedError(f"schedule_{tag}: no {tag} operation in the outputs")
-    axes = list(s[out].op.axis)
-    channels = get_const_tuple(out.shape)[1]
-    block = next(b for b in (OUTPUT_BLOCK, 2, 1) if channels % b == 0)
-    co, ci = s[out].split(axes[1], factor=block)
-    s[out].reorder(*axes[:1], co, *axes[2:], ci)
-    fused = s[out].fuse(axes[0], co)
-    s[out].parallel(fused)
-    s[acc].compute_at(s[out], axes[-1] if len(axes) == 4 else fused)
-    f = s[acc].op.axis[1]
-    s[acc].reorder(*s[acc].op.reduce_axis, f)
-    s[acc].unroll(f)
-    for op in all_ops(outs):
-        if op.name == "T_padded_rows":
-            b, y, _ = s[op].op.axis
-            s[op].parallel(s[op].fuse(b, y))
-    return s
+    return acc
 
 
 def schedule_conv2d_int8(outs) -> te.Schedule:
-    """Schedule of :func:`conv2d_int8_nchw` and its elementwise tail."""
-    return _schedule_int8(outs, "conv2d_int8")
+    """Schedule of :func:`conv2d_int8_nchw` and its elementwise tail, two parallel stages:
+
+    * the padded ``[N, C/cb, H', W', cb]`` copy of the input, parallel over its rows;
+    * per (batch, block of 16 output channels, output row), in parallel: the row's int32
+      accumulators ``[OW, 16]``, tensorized in runs of :func:`.int8_intrin.row_block`
+      pixels by the micro-kernel of :mod:`.int8_intrin` (AMX, VNNI, AVX2 or C, by the
+      target), then the row's bias, requantization and tail (the epilogue), pixel by pixel
+      (each pixel's 16 accumulators are contiguous), into the NCHW output. Where 16 does
+      not divide the output channels, the accumulators are plain loops (GCC vectorizes
+      them): the last block is partial."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    acc = _inline_all_but(s, outs, ("T_int8_padded",), "conv2d_int8")
+    padded = next(op for op in all_ops(outs) if op.name == "T_int8_padded")
+    b, q, y, _, _ = s[padded].op.axis
+    s[padded].parallel(s[padded].fuse(b, q, y))
+    out = outs[0]
+    b, f, y, x = s[out].op.axis
+    fo, fi = s[out].split(f, factor=OC_BLOCK)
+    s[out].reorder(b, fo, y, x, fi)
+    row = s[out].fuse(b, fo, y)
+    s[out].parallel(row)
+    s[acc].compute_at(s[out], row)
+    _, _, _, ax, aj = s[acc].op.axis
+    if get_const_tuple(out.shape)[1] % OC_BLOCK:  # a partial last block: plain loops
+        s[acc].reorder(ax, *s[acc].op.reduce_axis[:3], aj, s[acc].op.reduce_axis[3])
+        return s
+    ow = get_const_tuple(acc.output(0).shape)[3]
+    c4 = get_const_tuple(acc.input_tensors[1].shape)[1]
+    cb = acc.attrs["channel_block"]
+    rows = row_block(ow, kernel_for(cb))
+    xo, xi = s[acc].split(ax, factor=rows)
+    s[acc].reorder(xo, xi, aj, *s[acc].op.reduce_axis)
+    shape = (rows, c4, acc.attrs["kernel"], acc.attrs["stride"], acc.attrs["dilation"], cb)
+    s[acc].tensorize(xi, conv_int8_intrin(*shape))
+    s[out].pragma(row, "import_c", conv_int8_source(*shape))
+    return s
 
 
 def schedule_dense_int8(outs) -> te.Schedule:
-    """Schedule of :func:`dense_int8` and its elementwise tail."""
-    return _schedule_int8(outs, "dense_int8")
+    """Schedule of :func:`dense_int8` and its elementwise tail: the batch and blocks of
+    :data:`OUTPUT_BLOCK` output columns (2 or 1 where 4 does not divide) fused and parallel;
+    per row the block's accumulators computed together (the reduction outside, the block
+    unrolled inside, so GCC vectorizes one loop of several dot products sharing each input
+    load, with the target's widening multiply-adds); everything between inlined."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    acc = _inline_all_but(s, outs, (), "dense_int8")
+    out = outs[0]
+    i, j = s[out].op.axis
+    block = next(b for b in (OUTPUT_BLOCK, 2, 1) if get_const_tuple(out.shape)[1] % b == 0)
+    jo, ji = s[out].split(j, factor=block)
+    s[out].reorder(i, jo, ji)
+    fused = s[out].fuse(i, jo)
+    s[out].parallel(fused)
+    s[acc].compute_at(s[out], fused)
+    f = s[acc].op.axis[1]
+    s[acc].reorder(*s[acc].op.reduce_axis, f)
+    s[acc].unroll(f)
+    return s

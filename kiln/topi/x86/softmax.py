@@ -1,7 +1,10 @@
 """x86 schedules of softmax, log_softmax and layer_norm: the rows (the axes before the
 normalized ones) run in parallel, each row's intermediate results (maximum, exponentials,
 sums, deviation) computed inside the row's iteration in local buffers, the output row
-vectorized."""
+vectorized. Normalized over the last axis, softmax's exponentials are vectorized too (with
+``topi.fast_exp`` a vector loop; libm's ``expf`` stays a call per element) and a row's
+maximum and sums (softmax's, layer_norm's) are one vector of partial results, then a
+reduction of its lanes."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from kiln import te
 from ..utils import all_ops, as_list, get_const_tuple
 from ._common import (
     PARALLEL_MIN_ELEMS,
+    const_extent,
     fuse_parallel,
     inline_injective,
     is_pow2,
@@ -73,12 +77,35 @@ def schedule_softmax(outs):
             s[maxe].compute_at(st, row)
     if axis == len(out.axis) - 1:
         _vectorize_last(st, out)
+        if exp is not None and row is not None:  # the exponentials: the costly stage
+            _vectorize_last(s[exp], exp)
+            _vectorize_row_reduction(s, maxe)
+            _vectorize_row_reduction(s, esum)
     return s
+
+
+def _vectorize_row_reduction(s, red) -> None:
+    """A reduction along the row (the last axis, computed inside the row's iteration) as
+    ``width`` partial results over vector lanes (``rfactor``), then a reduction of the
+    lanes: the scalar loop is one dependent ``max``/``add`` after another."""
+    k = red.reduce_axis[-1]
+    ext = const_extent(k)
+    width = lanes(red.output(0).dtype)
+    if ext is None or ext < 2 * width or ext % width:
+        return
+    _, ki = s[red].split(k, factor=width)
+    rf = s.rfactor(red.output(0), ki, factor_axis=len(red.axis))
+    rst = s[rf]
+    lane = rf.op.axis[-1]
+    rst.reorder(*rf.op.axis[:-1], *rf.op.reduce_axis, lane)
+    rst.vectorize(lane)
+    rst.compute_at(s[red], s[red].op.axis[-1])
 
 
 def schedule_layer_norm(outs):
     """layer_norm: when normalized over trailing axes, rows in parallel with their sums
-    and deviation computed per row."""
+    and deviation computed per row (over one axis: each sum as vector lanes of partial
+    sums, :func:`_vectorize_row_reduction`)."""
     outs = as_list(outs)
     s = te.create_schedule([t.op for t in outs])
     ln = next((op for op in all_ops(outs) if op.tag == "layer_norm"), None)
@@ -101,6 +128,9 @@ def schedule_layer_norm(outs):
         s[rstd].compute_at(st, row)
         s[s2].compute_at(s[rstd], s[rstd].op.axis[nlead - 1])
         _vectorize_last(st, ln)
+        if len(axes) == 1:
+            _vectorize_row_reduction(s, s1)
+            _vectorize_row_reduction(s, s2)
     for t in outs:
         if t.op is not ln:
             schedule_injective_from_existing(s, t)

@@ -1,0 +1,125 @@
+"""topi.x86.dense_pack: the weight packed into panels of SIMD registers of columns, the
+register-blocked kernel over any row count (symbolic included) and its fused epilogue;
+against numpy in float64."""
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te, topi
+from kiln.topi.x86 import packed_dense
+
+from .common import randn
+
+#: every result against numpy's float64 product (float32 sums over k <= 768)
+RTOL = ATOL = 1e-4
+
+
+def _packed(n: int, k: int, rows=None, bias: bool = True):
+    """Placeholders of a packed dense with ``n`` units over ``k`` (``rows``: default a
+    symbolic ``m``), its output with a relu epilogue, and the panel width."""
+    nb = packed_dense.dense_pack_block(n)
+    A = te.placeholder((te.var("m") if rows is None else rows, k), name="A")
+    W = te.placeholder((-(-n // nb), k, nb), name="W")
+    B = te.placeholder((n,), name="B") if bias else None
+    Y = topi.nn.relu(topi.x86.dense_pack(A, W, B, units=n))
+    return A, W, B, Y, nb
+
+
+def _run(f, args, m: int, k: int, n: int, nb: int, seed: int = 0):
+    a, w, b = randn((m, k), seed), randn((n, k), seed + 1), randn((n,), seed + 2)
+    y = kiln.nd.empty((m, n))
+    ins = [a, packed_dense.pack_dense_weight(w, nb)] + ([b] if len(args) == 4 else [])
+    f(*[kiln.nd.array(x) for x in ins], y)
+    want = a.astype(np.float64) @ w.T.astype(np.float64)
+    if len(args) == 4:
+        want = want + b
+    return y.numpy(), np.maximum(want, 0)
+
+
+def test_pack_dense_weight_pads_the_last_panel():
+    w = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)
+    p = packed_dense.pack_dense_weight(w, 4)
+    assert p.shape == (2, 3, 4)
+    np.testing.assert_array_equal(p[1, :, 0], w[4])
+    np.testing.assert_array_equal(p[1, :, 1:], 0)
+    np.testing.assert_array_equal(p[0].T, w[:4])
+
+
+@pytest.mark.parametrize("vector_bytes, nb, mb", [(64, 32, 8), (32, 16, 6)])
+def test_blocks_follow_the_target_vectors(monkeypatch, vector_bytes, nb, mb):
+    monkeypatch.setenv("KILN_VECTOR_BYTES", str(vector_bytes))
+    assert packed_dense.dense_pack_block(768) == nb
+    assert packed_dense.dense_pack_block(nb // 2) == nb // 2  # one register of units
+    assert packed_dense.dense_pack_rows(nb) == mb
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 40),  # one row, a partial panel
+                                     (7, 33, 100),  # odd k, rows below one block
+                                     (197, 65, 24),  # a row tail, units below a panel
+                                     (16, 48, 64)])  # whole blocks
+def test_dense_pack_static_rows(m, k, n):
+    A, W, B, Y, nb = _packed(n, k, rows=m)
+    f = kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, B, Y])
+    got, want = _run(f, [A, W, B, Y], m, k, n, nb)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_dense_pack_symbolic_rows_one_kernel():
+    k, n = 20, 40
+    A, W, B, Y, nb = _packed(n, k)
+    f = kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, B, Y])
+    mb = packed_dense.dense_pack_rows(nb)
+    for m in (0, 1, mb - 1, mb, mb + 1, 5 * mb + 3):
+        got, want = _run(f, [A, W, B, Y], m, k, n, nb, seed=m)
+        assert got.shape == (m, n)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_epilogue_is_computed_from_the_register_block():
+    A, W, B, Y, nb = _packed(64, 32, rows=16)
+    Z = topi.add(Y, te.placeholder((16, 64), name="R"))  # a residual add after the relu
+    R = Z.op.input_tensors[1]
+    s = topi.x86.schedule_dense_pack(Z)
+    text = str(kiln.lower(s, [A, W, B, R, Z], simple_mode=True))
+    mb = packed_dense.dense_pack_rows(nb)
+    # the product lives in one mb x nb local block; bias, relu and add read it there
+    assert f"allocate T_dense_pack[float32 * {mb * nb}]" in text
+    assert "T_relu" not in text and "T_add" in text
+    f = kiln.build(s, [A, W, B, R, Z])
+    a, w, b, r = randn((16, 32), 1), randn((64, 32), 2), randn((64,), 3), randn((16, 64), 4)
+    z = kiln.nd.empty((16, 64))
+    f(*[kiln.nd.array(x) for x in (a, packed_dense.pack_dense_weight(w, nb), b, r)], z)
+    want = np.maximum(a.astype(np.float64) @ w.T + b, 0) + r
+    np.testing.assert_allclose(z.numpy(), want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("m, n", [(24, 64), (9, 32)])  # the product itself, cropped
+def test_dense_pack_without_epilogue(m, n):
+    A, W, _, Y, nb = _packed(n, 16, rows=m, bias=False)
+    Y = Y.op.input_tensors[0]  # no relu
+    assert (Y.op.tag == "dense_pack") == (m % packed_dense.dense_pack_rows(nb) == 0)
+    f = kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, Y])
+    a, w = randn((m, 16), 5), randn((n, 16), 6)
+    y = kiln.nd.empty((m, n))
+    f(kiln.nd.array(a), kiln.nd.array(packed_dense.pack_dense_weight(w, nb)), y)
+    np.testing.assert_allclose(y.numpy(), a.astype(np.float64) @ w.T, rtol=RTOL, atol=ATOL)
+
+
+def test_dense_pack_rejects_mismatched_shapes():
+    A = te.placeholder((4, 8), name="A")
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        topi.x86.dense_pack(A, te.placeholder((1, 9, 16), name="W"))
+    with pytest.raises(ValueError, match="do not fill"):
+        topi.x86.dense_pack(A, te.placeholder((2, 8, 16), name="W"), units=10)
+
+
+def test_output_of_another_shape_reads_a_blocked_intermediate():
+    A, W, _, Y, nb = _packed(40, 16, rows=10, bias=False)
+    Z = topi.reshape(Y, (2, 5, 40))  # relu, then a reshape: not a matrix of the units
+    f = kiln.build(topi.x86.schedule_dense_pack(Z), [A, W, Z])
+    a, w = randn((10, 16), 7), randn((40, 16), 8)
+    z = kiln.nd.empty((2, 5, 40))
+    f(kiln.nd.array(a), kiln.nd.array(packed_dense.pack_dense_weight(w, nb)), z)
+    want = np.maximum(a.astype(np.float64) @ w.T, 0).reshape(2, 5, 40)
+    np.testing.assert_allclose(z.numpy(), want, rtol=RTOL, atol=ATOL)
