@@ -81,7 +81,7 @@ class Sketch:
 
 
 @dataclass
-class _Partial:
+class PartialSketch:
     """A sketch being built: its steps and each visited stage's role."""
 
     dag: ComputeDAG
@@ -94,8 +94,8 @@ class _Partial:
     fused_follows: dict = field(default_factory=dict)
     limits: list = field(default_factory=list)
 
-    def copy(self) -> _Partial:
-        return _Partial(self.dag, list(self.steps), dict(self.follows), list(self.rules),
+    def copy(self) -> PartialSketch:
+        return PartialSketch(self.dag, list(self.steps), dict(self.follows), list(self.rules),
                         dict(self.role), dict(self.loops), list(self.annotations),
                         dict(self.fused_follows), list(self.limits))
 
@@ -104,7 +104,7 @@ class _Partial:
         return len(self.steps) - 1
 
 
-def _root_loops(op) -> list[tuple[str, int, bool]]:
+def root_loops(op) -> list[tuple[str, int, bool]]:
     """``(name, extent, is_reduce)`` of an operation's root loops, as the replay names
     them."""
     axes = list(op.axis) + list(op.reduce_axis)
@@ -119,13 +119,13 @@ def generate_sketches(dag: ComputeDAG, target: str = "llvm") -> list[Sketch]:
         from .sketch_gpu import generate_gpu_sketches  # its rules build on this module's
 
         return generate_gpu_sketches(dag, target)
-    partials = [_Partial(dag)]
+    partials = [PartialSketch(dag)]
     for op in reversed(dag.compute_ops):
         partials = [q for p in partials for q in _expand(p, op)]
     return [_finish(p) for p in partials]
 
 
-def _expand(p: _Partial, op) -> list[_Partial]:
+def _expand(p: PartialSketch, op) -> list[PartialSketch]:
     """The partial sketches after applying every rule that fits ``op``."""
     dag = p.dag
     name = dag.stage_name(op)
@@ -137,19 +137,19 @@ def _expand(p: _Partial, op) -> list[_Partial]:
     rfactors = ([_rfactor(p.copy(), op, inner) for inner in (True, False)]
                 if _needs_rfactor(op) else [])
     if dag.has_data_reuse(op):
-        consumer = _fusable_consumer(p, op)
+        consumer = fusable_consumer(p, op)
         if consumer is not None:
-            return [_tile_with_fusion(p.copy(), name, _root_loops(op),
+            return [_tile_with_fusion(p.copy(), name, root_loops(op),
                                       dag.stage_name(consumer)), *rfactors]
         out = [_tile(p.copy(), op)]
         if dag.is_output(op):
             out.append(_cache_write_and_tile(p.copy(), op))
         return out + rfactors
-    _skip(p, name, _root_loops(op))
+    _skip(p, name, root_loops(op))
     return [p, *rfactors]
 
 
-def _skip(p: _Partial, name: str, loops: list, rule: str = "skip") -> None:
+def _skip(p: PartialSketch, name: str, loops: list, rule: str = "skip") -> None:
     """Leave stage ``name`` (its root ``loops``) as it is, to the final annotation."""
     p.role[name] = "skip"
     p.loops[name] = loops
@@ -166,13 +166,13 @@ def _size(axes) -> int:
     return math.prod(int(iv.dom.extent.value) for iv in axes)
 
 
-def _rfactor(p: _Partial, op, inner: bool) -> _Partial:
+def _rfactor(p: PartialSketch, op, inner: bool) -> PartialSketch:
     """Fuse ``op``'s reduction loops into ``r``, split it into ``r.0 r.1`` and rfactor over
     ``r.1`` (``inner``: ``C.rf(r.1, S) += ... over r.0``, ``r.1`` innermost and vectorized)
     or ``r.0`` (``C.rf(r.0, S) += ... over r.1``, ``r.0`` and ``S`` fused in parallel);
     ``C`` then reduces ``C.rf`` over ``r.k.v``."""
     name = p.dag.stage_name(op)
-    loops = _root_loops(op)
+    loops = root_loops(op)
     spatial = [n for n, _, r in loops if not r]
     reduce = [(n, e) for n, e, r in loops if r]
     r, extent = reduce[0]
@@ -180,7 +180,7 @@ def _rfactor(p: _Partial, op, inner: bool) -> _Partial:
         fuse = FuseStep(name, tuple(n for n, _ in reduce))
         p.add(fuse)
         r, extent = fuse.fused_name, math.prod(e for _, e in reduce)
-    _split(p, name, r, extent, 2)
+    split_loop(p, name, r, extent, 2)
     step = RfactorStep(name, f"{r}.1" if inner else f"{r}.0")
     p.add(step)
     rf = step.new_stage
@@ -196,7 +196,7 @@ def _rfactor(p: _Partial, op, inner: bool) -> _Partial:
     return p
 
 
-def _fusable_consumer(p: _Partial, op):
+def fusable_consumer(p: PartialSketch, op):
     """The one stage that reads ``op`` once inlined stages are looked through, when it is
     a skipped elementwise stage of ``op``'s spatial shape; else None."""
     readers, todo = set(), list(p.dag.consumers(op))
@@ -216,20 +216,20 @@ def _fusable_consumer(p: _Partial, op):
     return c
 
 
-def _split(p: _Partial, stage: str, name: str, extent: int, parts: int) -> int:
+def split_loop(p: PartialSketch, stage: str, name: str, extent: int, parts: int) -> int:
     return p.add(SplitStep(stage, name, extent, (None,) * (parts - 1)))
 
 
-def _tile(p: _Partial, op) -> _Partial:
+def _tile(p: PartialSketch, op) -> PartialSketch:
     """``S0 S1 R0 S2 R1 S3`` tiling of ``op`` as a root stage."""
     name = p.dag.stage_name(op)
-    loops = _root_loops(op)
+    loops = root_loops(op)
     spatial = [(n, e) for n, e, r in loops if not r]
     reduce = [(n, e) for n, e, r in loops if r]
     for n, e in spatial:
-        _split(p, name, n, e, 4)
+        split_loop(p, name, n, e, 4)
     for n, e in reduce:
-        _split(p, name, n, e, 2)
+        split_loop(p, name, n, e, 2)
     level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
     p.add(ReorderStep(name, tuple(level(spatial, 0) + level(spatial, 1) + level(reduce, 0)
                                      + level(spatial, 2) + level(reduce, 1)
@@ -240,21 +240,21 @@ def _tile(p: _Partial, op) -> _Partial:
     return p
 
 
-def _tile_with_fusion(p: _Partial, producer: str, producer_loops: list, consumer: str
-                      ) -> _Partial:
+def _tile_with_fusion(p: PartialSketch, producer: str, producer_loops: list, consumer: str
+                      ) -> PartialSketch:
     """Tile ``consumer`` ``S0 S1 S2 S3`` and compute ``producer`` (tiled ``R0 S2 R1 S3``)
     at its last ``S1`` loop."""
     c_spatial = [(n, e) for n, e, _ in p.loops[consumer]]
-    c_splits = [_split(p, consumer, n, e, 4) for n, e in c_spatial]
+    c_splits = [split_loop(p, consumer, n, e, 4) for n, e in c_spatial]
     level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
     p.add(ReorderStep(consumer, tuple(sum((level(c_spatial, k) for k in range(4)), []))))
     p.add(ComputeAtStep(producer, consumer, level(c_spatial, 1)[-1]))
     spatial = [(n, e) for n, e, r in producer_loops if not r]
     reduce = [(n, e) for n, e, r in producer_loops if r]
     for (n, e), src in zip(spatial, c_splits, strict=True):
-        p.follows[_split(p, producer, n, e, 2)] = src
+        p.follows[split_loop(p, producer, n, e, 2)] = src
     for n, e in reduce:
-        _split(p, producer, n, e, 2)
+        split_loop(p, producer, n, e, 2)
     p.add(ReorderStep(producer, tuple(level(reduce, 0) + level(spatial, 0) + level(reduce, 1)
                                       + level(spatial, 1))))
     p.role[producer], p.role[consumer] = "fused", "tiled"
@@ -264,19 +264,19 @@ def _tile_with_fusion(p: _Partial, producer: str, producer_loops: list, consumer
     return p
 
 
-def _cache_write_and_tile(p: _Partial, op) -> _Partial:
+def _cache_write_and_tile(p: PartialSketch, op) -> PartialSketch:
     """A ``local`` write cache of output ``op`` computes, tiled and fused into ``op``."""
     name = p.dag.stage_name(op)
     step = CacheWriteStep(name)
     p.add(step)
-    loops = _root_loops(op)
+    loops = root_loops(op)
     p.loops[name] = [x for x in loops if not x[2]]
     p.role[name] = "skip"
     p.rules.append(f"{name}: cache write")
     return _tile_with_fusion(p, step.new_stage, loops, name)
 
 
-def _finish(p: _Partial) -> Sketch:
+def _finish(p: PartialSketch) -> Sketch:
     """Add the annotation steps: parallel outer loops, unroll pragma, vectorize."""
     for stage, outer, inner in p.annotations:
         _parallel(p, stage, outer, pragma=True)
@@ -295,7 +295,7 @@ def _finish(p: _Partial) -> Sketch:
     return Sketch(p.steps, p.follows, p.rules)
 
 
-def _parallel(p: _Partial, stage: str, outer: list[str], pragma: bool) -> None:
+def _parallel(p: PartialSketch, stage: str, outer: list[str], pragma: bool) -> None:
     """Fuse the loops ``outer`` of ``stage``, run the result in parallel and, with
     ``pragma``, put an open ``auto_unroll_max_step`` on it."""
     if not outer:

@@ -51,7 +51,7 @@ from .loop_state import (
     SplitStep,
     State,
 )
-from .sketch import Sketch, _fusable_consumer, _Partial, _root_loops, _split
+from .sketch import PartialSketch, Sketch, fusable_consumer, root_loops, split_loop
 
 __all__ = ["generate_gpu_sketches", "reference_state", "MAX_VTHREAD_EXTENT"]
 
@@ -63,7 +63,7 @@ REFERENCE_THREADS = 64
 
 def generate_gpu_sketches(dag: ComputeDAG, target: str = "cuda") -> list[Sketch]:
     """The GPU sketch of ``dag`` (module docstring) for ``target``'s thread limit."""
-    p = _Partial(dag)
+    p = PartialSketch(dag)
     max_threads = int(Target(str(target)).max_num_threads)
     for op in reversed(dag.compute_ops):
         _expand(p, op, max_threads)
@@ -77,10 +77,10 @@ def reference_state(dag: ComputeDAG) -> State:
     """Every compute stage of ``dag`` its own kernel: its spatial loops fused and split by
     their largest divisor up to :data:`REFERENCE_THREADS` (the threads of a block), the
     parts bound to ``blockIdx.x`` and ``threadIdx.x``; reductions run in each thread."""
-    p = _Partial(dag)
+    p = PartialSketch(dag)
     for op in dag.compute_ops:
         name = dag.stage_name(op)
-        spatial = [(n, e) for n, e, r in _root_loops(op) if not r]
+        spatial = [(n, e) for n, e, r in root_loops(op) if not r]
         fused = _fuse(p, name, [n for n, _ in spatial])
         extent = math.prod(e for _, e in spatial)
         threads = max(d for d in range(1, min(extent, REFERENCE_THREADS) + 1) if extent % d == 0)
@@ -90,7 +90,7 @@ def reference_state(dag: ComputeDAG) -> State:
     return State(p.steps)
 
 
-def _expand(p: _Partial, op, max_threads: int) -> None:
+def _expand(p: PartialSketch, op, max_threads: int) -> None:
     """Apply the rule that fits ``op``."""
     dag = p.dag
     name = dag.stage_name(op)
@@ -101,29 +101,29 @@ def _expand(p: _Partial, op, max_threads: int) -> None:
         return
     inputs = list(dict.fromkeys(t.op.name for t in op.input_tensors))
     if dag.has_data_reuse(op):
-        consumer = _fusable_consumer(p, op)
+        consumer = fusable_consumer(p, op)
         if consumer is not None:
-            _tile(p, name, _root_loops(op), dag.stage_name(consumer), inputs, max_threads)
+            _tile(p, name, root_loops(op), dag.stage_name(consumer), inputs, max_threads)
             return
         step = CacheWriteStep(name)
         p.add(step)
-        loops = _root_loops(op)
+        loops = root_loops(op)
         p.loops[name] = [x for x in loops if not x[2]]
         p.rules.append(f"{name}: cache write")
         _tile(p, step.new_stage, loops, name, inputs, max_threads)
         return
     p.role[name] = "skip"
-    p.loops[name] = _root_loops(op)
+    p.loops[name] = root_loops(op)
     p.rules.append(f"{name}: skip")
 
 
-def _tile(p: _Partial, producer: str, producer_loops: list, consumer: str, inputs: list,
+def _tile(p: PartialSketch, producer: str, producer_loops: list, consumer: str, inputs: list,
           max_threads: int) -> None:
     """Tile ``consumer`` ``S0 S1 S2 S3 S4`` bound to blocks, virtual threads and threads;
     compute ``producer`` (``R0 R1 S3 R2 S4``) at its thread loop and read each of
     ``inputs`` through shared memory fetched by all threads of the block."""
     c_spatial = [(n, e) for n, e, _ in p.loops[consumer]]
-    c_splits = [_split(p, consumer, n, e, 5) for n, e in c_spatial]
+    c_splits = [split_loop(p, consumer, n, e, 5) for n, e in c_spatial]
     level = lambda axes, k: [f"{n}.{k}" for n, _ in axes]  # noqa: E731
     p.add(ReorderStep(consumer, tuple(sum((level(c_spatial, k) for k in range(5)), []))))
     bound = [_fuse(p, consumer, level(c_spatial, k)) for k in range(3)]
@@ -135,9 +135,9 @@ def _tile(p: _Partial, producer: str, producer_loops: list, consumer: str, input
     spatial = [(n, e) for n, e, r in producer_loops if not r]
     reduce = [(n, e) for n, e, r in producer_loops if r]
     for (n, e), src in zip(spatial, c_splits, strict=True):
-        p.follows[_split(p, producer, n, e, 2)] = src
+        p.follows[split_loop(p, producer, n, e, 2)] = src
     for n, e in reduce:
-        _split(p, producer, n, e, 3)
+        split_loop(p, producer, n, e, 3)
     p.add(ReorderStep(producer, tuple(level(reduce, 0) + level(reduce, 1) + level(spatial, 0)
                                       + level(reduce, 2) + level(spatial, 1))))
     p.role[producer], p.role[consumer] = "fused", "tiled"
@@ -147,7 +147,7 @@ def _tile(p: _Partial, producer: str, producer_loops: list, consumer: str, input
         _cache_read_shared(p, name, producer, level(reduce, 0)[-1], threads)
 
 
-def _cache_read_shared(p: _Partial, name: str, reader: str, at: str, threads: tuple) -> None:
+def _cache_read_shared(p: PartialSketch, name: str, reader: str, at: str, threads: tuple) -> None:
     """``name.shared`` computed at ``reader``'s loop ``at``, fetched by ``threads`` (the
     tile levels whose product is the block's thread count) together."""
     step = CacheReadStep(name, "shared", (reader,))
@@ -157,23 +157,23 @@ def _cache_read_shared(p: _Partial, name: str, reader: str, at: str, threads: tu
     shape = [int(d) for d in tensor.shape]
     p.add(ComputeAtStep(shared, reader, at))
     fused = _fuse(p, shared, [f"ax{d}" for d in range(len(shape))])
-    p.fused_follows[_split(p, shared, fused, math.prod(shape), 2)] = threads
+    p.fused_follows[split_loop(p, shared, fused, math.prod(shape), 2)] = threads
     p.add(AnnotationStep(shared, f"{fused}.1", "threadIdx.x"))
     p.rules.append(f"{name}: cache read shared at {reader}")
 
 
-def _bind_flat(p: _Partial, name: str, max_threads: int) -> None:
+def _bind_flat(p: PartialSketch, name: str, max_threads: int) -> None:
     """Fuse the spatial loops of skipped stage ``name``, split them in two and bind the
     parts to ``blockIdx.x`` and ``threadIdx.x``."""
     spatial = [(n, e) for n, e, r in p.loops[name] if not r]
     fused = _fuse(p, name, [n for n, _ in spatial])
-    split = _split(p, name, fused, math.prod(e for _, e in spatial), 2)
+    split = split_loop(p, name, fused, math.prod(e for _, e in spatial), 2)
     p.limits.append((((split, 1),), max_threads))
     p.add(AnnotationStep(name, f"{fused}.0", "blockIdx.x"))
     p.add(AnnotationStep(name, f"{fused}.1", "threadIdx.x"))
 
 
-def _fuse(p: _Partial, stage: str, names: list[str]) -> str:
+def _fuse(p: PartialSketch, stage: str, names: list[str]) -> str:
     """The loop of ``stage`` that ``names`` become: fused when there are several."""
     if len(names) == 1:
         return names[0]

@@ -85,22 +85,26 @@ def fast_exp_expr(x: PrimExpr) -> PrimExpr:
     return er * tir.reinterpret("float32", biased * (1 << 23))
 
 
+def _odd_rational(x: PrimExpr, bound: float, p, q) -> PrimExpr:
+    """``c * P(c^2) / Q(c^2)`` with ``c`` = ``x`` clamped to ``[-bound, bound]``: an odd
+    function that saturates beyond ``bound`` (erf and tanh)."""
+    c = _clamp(x, -bound, bound)
+    c2 = c * c
+    return c * _horner(c2, p) / _horner(c2, q)
+
+
 def fast_erf_expr(x: PrimExpr) -> PrimExpr:
     """``erf(x)`` for a float32 expression, vectorizable (absolute error < 1e-6)."""
     if x.dtype != "float32":
         return tir.erf(x)
-    c = _clamp(x, -4.0, 4.0)
-    c2 = c * c
-    return c * _horner(c2, _ERF_P) / _horner(c2, _ERF_Q)
+    return _odd_rational(x, 4.0, _ERF_P, _ERF_Q)
 
 
 def fast_tanh_expr(x: PrimExpr) -> PrimExpr:
     """``tanh(x)`` for a float32 expression, vectorizable (absolute error < 1e-6)."""
     if x.dtype != "float32":
         return tir.tanh(x)
-    c = _clamp(x, -9.0, 9.0)
-    c2 = c * c
-    return c * _horner(c2, _TANH_P) / _horner(c2, _TANH_Q)
+    return _odd_rational(x, 9.0, _TANH_P, _TANH_Q)
 
 
 def _elementwise(x: Tensor, f, name: str) -> Tensor:

@@ -186,9 +186,9 @@ def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypa
     if not bf16_intrin.uses_amx():
         pytest.skip("this CPU has no AMX-BF16")
     granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
-    assert granted in bf16_intrin._AMX_COMMON
-    monkeypatch.setattr(bf16_intrin, "_AMX_COMMON",
-                        bf16_intrin._AMX_COMMON.replace(granted, "0"))
+    assert granted in bf16_intrin.AMX_COMMON
+    monkeypatch.setattr(bf16_intrin, "AMX_COMMON",
+                        bf16_intrin.AMX_COMMON.replace(granted, "0"))
     rng = np.random.default_rng(4)
     x = rng.standard_normal((70, 64)).astype(np.float32)
     w = rng.standard_normal((48, 64)).astype(np.float32)

@@ -124,7 +124,7 @@ def _vector_update(name: str, mr: int, nr: int) -> list[str]:
 
 
 #: what every AMX kernel shares, defined once per library
-_AMX_COMMON = """#ifndef KILN_AMX_COMMON
+AMX_COMMON = """#ifndef KILN_AMX_COMMON
 #define KILN_AMX_COMMON
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -233,7 +233,7 @@ def bf16_gemm_source(mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
              "c[i * ldc + j] = 0;", "  return 0;", "}"]
     if not uses_amx(cpu):
         return "\n".join(lines + _vector_update(update, mr, nr)) + "\n"
-    lines += [_AMX_COMMON, *_vector_blocks(f"{update}_avx512", mr, nr),
+    lines += [AMX_COMMON, *_vector_blocks(f"{update}_avx512", mr, nr),
               *_amx_update(f"{update}_amx", mr, nr),
               f"static int {update}({_SIGNATURE}) {{",
               f"  return (kiln_amx_permitted() ? {update}_amx : {update}_avx512)"

@@ -37,7 +37,7 @@ from kiln import te, tir
 from kiln.target import current_cpu
 from kiln.target.cpu import CPUInfo
 
-from .bf16_intrin import _AMX_COMMON as AMX_COMMON
+from .bf16_intrin import AMX_COMMON
 
 #: output channels of one block: the int32 lanes of a zmm register, the columns of a tile
 OC_BLOCK = 16
