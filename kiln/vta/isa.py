@@ -104,9 +104,9 @@ class MemInsn(_Deps):
 
 
 @dataclass
-class GemmInsn(_Deps):
-    """``acc[dst] += inp[src] @ wgt[wgt]^T`` over the micro-op loops (or ``acc[dst] = 0``
-    with ``reset_reg``)."""
+class _LoopInsn(_Deps):
+    """The fields GEMM and ALU share: the reset flag, the micro-op range and the two loops
+    over it with their destination and source factors."""
 
     opcode: Opcode = Opcode.GEMM
     reset_reg: bool = False
@@ -118,24 +118,23 @@ class GemmInsn(_Deps):
     dst_factor_in: int = 0
     src_factor_out: int = 0
     src_factor_in: int = 0
+
+
+@dataclass
+class GemmInsn(_LoopInsn):
+    """``acc[dst] += inp[src] @ wgt[wgt]^T`` over the micro-op loops (or ``acc[dst] = 0``
+    with ``reset_reg``)."""
+
+    opcode: Opcode = Opcode.GEMM
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
 
 
 @dataclass
-class AluInsn(_Deps):
+class AluInsn(_LoopInsn):
     """``acc[dst] = op(acc[dst], acc[src] or imm)`` over the micro-op loops."""
 
     opcode: Opcode = Opcode.ALU
-    reset_reg: bool = False
-    uop_bgn: int = 0
-    uop_end: int = 0
-    iter_out: int = 1
-    iter_in: int = 1
-    dst_factor_out: int = 0
-    dst_factor_in: int = 0
-    src_factor_out: int = 0
-    src_factor_in: int = 0
     alu_opcode: AluOp = AluOp.ADD
     use_imm: bool = False
     imm: int = 0

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.errors import TVMError
-from kiln.ir.stmt import Evaluate, seq
 from kiln.target import current_cpu
 from kiln.target.cpu import CPUInfo
+
+from .tensor_intrin import block_bodies
 
 #: float32 lanes of one zmm accumulator: the block's column granularity
 LANES = 16
@@ -260,12 +261,8 @@ def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
 
     def intrin_func(ins, outs):
         aa, bb = ins
-        cc = outs[0]
-        reset = tir.call_extern("int32", reset_name, cc.access_ptr("w"), cc.strides[0])
-        update = tir.call_extern("int32", update_name, cc.access_ptr("rw"), aa.access_ptr("r"),
-                                 bb.access_ptr("r"), kc2, aa.strides[0], bb.strides[0],
-                                 cc.strides[0])
-        return seq(Evaluate(reset), Evaluate(update)), reset, update
+        return block_bodies(reset_name, update_name, outs[0], aa.access_ptr("r"),
+                            bb.access_ptr("r"), kc2, aa.strides[0], bb.strides[0])
 
     return te.decl_tensor_intrin(c.op, intrin_func, name=f"bf16_gemm_{mr}x{nr}x{kc2}",
                                  binds=binds)

@@ -98,6 +98,16 @@ def _vector_update_body(mr: int, nr: int, isa: _VectorISA) -> str:
     return "\n".join(lines) + "\n  return 0;\n}\n"
 
 
+
+def block_bodies(reset_name: str, update_name: str, cc, *update_args):
+    """The three bodies of a register-block intrinsic on the output buffer ``cc``: (reset
+    then update, reset, update), calling ``reset_name(c, ldc)`` and ``update_name(c,
+    *update_args, ldc)``."""
+    reset = tir.call_extern("int32", reset_name, cc.access_ptr("w"), cc.strides[0])
+    update = tir.call_extern("int32", update_name, cc.access_ptr("rw"), *update_args,
+                             cc.strides[0])
+    return seq(Evaluate(reset), Evaluate(update)), reset, update
+
 def gemm_block_intrin(mr: int, nr: int, kc: int) -> te.TensorIntrin:
     """The tensor intrinsic of an ``mr x nr`` block over ``kc`` reduction steps: body
     (reset, then update), reset and update (module docstring)."""
@@ -114,13 +124,11 @@ def gemm_block_intrin(mr: int, nr: int, kc: int) -> te.TensorIntrin:
 
     def intrin_func(ins, outs):
         aa, bb = ins
-        cc = outs[0]
-        reset = tir.call_extern("int32", reset_name, cc.access_ptr("w"), cc.strides[0])
-        update = tir.call_extern("int32", update_name, cc.access_ptr("rw"), aa.access_ptr("r"),
-                                 bb.access_ptr("r"), kc, aa.strides[0], cc.strides[0])
-        return seq(Evaluate(reset), Evaluate(update)), reset, update
+        return block_bodies(reset_name, update_name, outs[0], aa.access_ptr("r"),
+                            bb.access_ptr("r"), kc, aa.strides[0])
 
     return te.decl_tensor_intrin(c.op, intrin_func, name=f"gemm_{mr}x{nr}x{kc}", binds=binds)
 
 
-__all__ = ["default_block", "gemm_block_intrin", "gemm_block_source", "kernel_names"]
+__all__ = ["block_bodies", "default_block", "gemm_block_intrin", "gemm_block_source",
+           "kernel_names"]
