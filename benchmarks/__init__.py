@@ -35,8 +35,9 @@ SUITES: dict[str, str] = {
 #: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
 #: gpu, gpu_models, gpu_sweep, gpu_conv and gpu_tuning need a GPU, fused is the seed-002 study
 #: (docs/fused_loop.md), cost_model the cost model's validation and dynamic the
-#: dynamic-shape models (docs/dynamic.md), auto_scheduler a tuned GEMM (docs/auto_scheduler.md),
-#: precision the models again in bf16 (`kiln bench models --precision bf16`, docs/precision.md)
+#: dynamic-shape models (docs/dynamic.md), auto_scheduler single operators tuned
+#: (docs/auto_scheduler.md), precision the models again in bf16 (`kiln bench models
+#: --precision bf16`, docs/precision.md)
 NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "gpu_conv", "fused", "gpu_tuning",
                "cost_model", "dynamic", "auto_scheduler", "precision"}
 

@@ -79,18 +79,19 @@ def schedule_name(factor: int | None) -> str:
 
 
 @contextmanager
-def fresh_cache(prefix: str = "kiln-bench-cache-"):
-    """Point ``KILN_CACHE_DIR`` at a new empty directory for the duration; remove it after."""
-    old = os.environ.get("KILN_CACHE_DIR")
+def fresh_cache(prefix: str = "kiln-bench-cache-", variable: str = "KILN_CACHE_DIR"):
+    """Point the cache directory ``variable`` (kiln's by default) at a new empty directory
+    for the duration; remove it after."""
+    old = os.environ.get(variable)
     path = tempfile.mkdtemp(prefix=prefix)
-    os.environ["KILN_CACHE_DIR"] = path
+    os.environ[variable] = path
     try:
         yield path
     finally:
         if old is None:
-            os.environ.pop("KILN_CACHE_DIR", None)
+            os.environ.pop(variable, None)
         else:
-            os.environ["KILN_CACHE_DIR"] = old
+            os.environ[variable] = old
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -1,19 +1,23 @@
-"""Whole-model suite (issues 6 and 23): CNNs and transformers, batch 1, fp32, against the
-strongest CPU engines.
+"""Whole-model suite (issues 6 and 23): CNNs and transformers, fp32, against the strongest
+CPU engines.
 
-``python -m benchmarks models [--quick]`` (``kiln bench models [--models a,b]``, or
-``python -m benchmarks.models --models a,b``) builds each network as an ONNX model with
-``kiln.relay.testing`` (fixed random weights, nothing downloaded) — ResNet-18, MobileNetV2,
-ResNet-50 (224x224), the BERT-base encoder (sequence 128) and ViT-B/16 (224x224) — then, in
-one process:
+``python -m benchmarks models [--quick]`` (``kiln bench models [--models a,b] [--batch N]``,
+or ``python -m benchmarks.models --models a,b --batch N``) builds each network as an ONNX
+model with ``kiln.relay.testing`` (fixed random weights, nothing downloaded) — ResNet-18,
+MobileNetV2, ResNet-50 (224x224), the BERT-base encoder (sequence 128) and ViT-B/16
+(224x224) — for a batch of N (1 by default), then, in one process:
 
 * **compile time** of ``relay.build`` (opt_level 3): cold (empty compile cache, so the C
   compiler runs) and warm (the same model again, library found in the cache);
 * **latency** of one inference of kiln's graph executor and of each reference engine of
   :mod:`benchmarks.references` (onnxruntime with its defaults and with kiln's settings,
-  OpenVINO with the f32 hint and with its default precision, PyTorch eager, IREE; an engine
-  not installed or failing is a row saying so), all with the same number of threads (2),
-  repeats interleaved, median.
+  OpenVINO with the f32 hint and with its default precision, PyTorch eager,
+  ``torch.compile`` with inductor and with ``backend="kiln"``, IREE; an engine not installed
+  or failing is a row saying so, a ``torch.compile`` that ran eagerly is labelled so), all
+  with the same number of threads (2), repeats interleaved, median; with a batch, each
+  row states its throughput (images or sequences per second);
+* **compile time** of the engines that compile on first use (``torch.compile``), cold,
+  next to kiln's cold compile.
 
 Every output is checked against onnxruntime's (defaults, fp32) before anything is timed; a
 candidate whose output differs is not timed and the row says so (OpenVINO's default
@@ -38,7 +42,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/models.py`
 from benchmarks import common  # noqa: E402
 from benchmarks.common import Figure, fmt_time  # noqa: E402
 from benchmarks.foundation import fresh_cache  # noqa: E402
-from benchmarks.references import Reference, all_references  # noqa: E402
+from benchmarks.references import ENGINES, Reference, all_references  # noqa: E402
 
 NAME = "models"
 DESCRIPTION = ("ResNet-18/50, MobileNetV2, BERT-base, ViT-B/16: kiln vs onnxruntime, OpenVINO, "
@@ -53,15 +57,17 @@ MODELS: dict[str, tuple[str, dict[str, int]]] = {
     "bert_encoder": ("BERT-base encoder (seq 128)", {"seq": 128}),
     "vit": ("ViT-B/16", {"hw": 224}),
 }
+#: what one batch element of a model is, for throughput (images unless named here)
+ITEMS = {"bert_encoder": "sequences"}
 #: seconds to let a reference's spinning worker threads sleep before the next candidate is
 #: timed (measured: kiln right after onnxruntime ran up to 1.2x slower)
 SETTLE = 0.05
 
 
-def settings(quick: bool) -> dict[str, Any]:
+def settings(quick: bool, batch: int = 1) -> dict[str, Any]:
     if quick:
-        return {"quick": True, "repeat": 5, "min_time": 0.1, "threads": THREADS}
-    return {"quick": False, "repeat": 15, "min_time": 0.2, "threads": THREADS}
+        return {"quick": True, "repeat": 5, "min_time": 0.1, "threads": THREADS, "batch": batch}
+    return {"quick": False, "repeat": 15, "min_time": 0.2, "threads": THREADS, "batch": batch}
 
 
 def _limit_openmp(threads: int):
@@ -96,15 +102,24 @@ def build_kiln(model) -> tuple[Any, Any, dict[str, float]]:
     return lib, gm, compile_s
 
 
+def throughput(key: str, batch: int, seconds: float | None) -> str:
+    """``"123 images/s; "`` for a batch of ``batch`` run in ``seconds`` (nothing at batch 1
+    or unmeasured)."""
+    if batch == 1 or not seconds:
+        return ""
+    return f"{batch / seconds:.1f} {ITEMS.get(key, 'images')}/s; "
+
+
 def _reference_figure(key: str, label: str, ref: Reference, kiln_s: float | None,
-                      timings: dict, diff: dict | None) -> Figure:
+                      timings: dict, diff: dict | None, batch: int) -> Figure:
     t = timings.get(ref.name)
     if ref.run is None:
         note = ref.note
     elif t is None:
         note = f"NOT TIMED: its output differs (max rel diff {diff['max_rel']:.1e})"
     else:
-        note = f"its max rel diff vs onnxruntime {diff['max_rel']:.1e}"
+        note = (f"{throughput(key, batch, t.median)}{ref.note + '; ' if ref.note else ''}"
+                f"its max rel diff vs onnxruntime {diff['max_rel']:.1e}")
     return Figure(key=f"{key}.{ref.name}", label=f"{label} latency vs {ref.label}",
                   kiln=kiln_s, unit="s", reference=t.median if t else None,
                   reference_label=ref.label if t else "", notes=note)
@@ -116,8 +131,10 @@ def bench_model(key: str, cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, 
     from kiln.relay.testing import compare
 
     label, kwargs = MODELS[key]
-    threads = cfg["threads"]
-    model = testing.get_model(key, **kwargs)
+    threads, batch = cfg["threads"], cfg["batch"]
+    if batch != 1:
+        label = f"{label}, batch {batch}"
+    model = testing.get_model(key, batch=batch, **kwargs)
     name, x = testing.random_input(model)
     feed = {name: x}
     details: dict[str, Any] = {"model": key, "input": {name: list(x.shape)},
@@ -126,7 +143,7 @@ def bench_model(key: str, cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, 
     details.update(compile_s=compile_s, summary=lib.summary, kernels=len(lib.plan["steps"]),
                    planned_bytes=sum(lib.plan["storages"]))
 
-    refs = all_references(model, feed, threads)
+    refs = all_references(model, feed, threads, cfg.get("skip", ()))
     base = refs[0].output
     if base is None:
         raise ImportError(f"the models suite needs onnxruntime ({refs[0].note})")
@@ -155,11 +172,12 @@ def bench_model(key: str, cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, 
     check = f"max rel diff vs onnxruntime {kd['max_rel']:.1e}"
     figures = [Figure(key=f"{key}.kiln", label=f"{label} latency (kiln)",
                       kiln=kt.median if kt else None, unit="s",
-                      notes=(f"median of {len(kt.results)} interleaved rounds × {kt.number}, "
+                      notes=(f"{throughput(key, batch, kt.median)}median of "
+                             f"{len(kt.results)} interleaved rounds × {kt.number}, "
                              f"min {fmt_time(kt.min)}; {check}" if kt
                              else f"NOT TIMED: output differs; {check}"))]
     figures += [_reference_figure(key, label, r, kt.median if kt else None, timings,
-                                  diffs.get(r.name)) for r in refs]
+                                  diffs.get(r.name), batch) for r in refs]
     figures += [
         Figure(key=f"{key}.compile_cold", label=f"{label} compile, empty cache",
                kiln=compile_s["cold"], unit="s",
@@ -168,13 +186,24 @@ def bench_model(key: str, cfg: dict[str, Any]) -> tuple[list[Figure], dict[str, 
         Figure(key=f"{key}.compile_warm", label=f"{label} compile, cached library",
                kiln=compile_s["warm"], unit="s", notes="same model again, same process"),
     ]
+    figures += [Figure(key=f"{key}.compile_vs_{r.name}",
+                       label=f"{label} compile, empty cache vs {r.label}",
+                       kiln=compile_s["cold"], unit="s", reference=r.compile_s,
+                       reference_label=r.label,
+                       notes="its first call: TorchDynamo's capture and the backend's compile")
+                for r in refs if r.compile_s is not None]
+    details["reference_compile_s"] = {r.name: r.compile_s for r in refs
+                                      if r.compile_s is not None}
     return figures, details
 
 
 def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = False,
-        verbose: bool = True, models: Sequence[str] | None = None) -> str:
-    """Run the suite on ``models`` (keys of :data:`MODELS`, default all), write
-    ``<out_dir>/models.{json,md}``, return the markdown."""
+        verbose: bool = True, models: Sequence[str] | None = None, batch: int = 1,
+        skip: Sequence[str] = ()) -> str:
+    """Run the suite on ``models`` (keys of :data:`MODELS`, default all) built for a batch
+    of ``batch``, against every reference engine but those of ``skip`` (names of
+    :data:`benchmarks.references.ENGINES`), write ``<out_dir>/models.{json,md}``, return
+    the markdown."""
     del profile  # nothing to profile here
     keys = list(models or MODELS)
     unknown = [k for k in keys if k not in MODELS]
@@ -182,7 +211,9 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
         raise ValueError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
     started = time.time()
     t0 = time.perf_counter()
-    cfg = settings(quick)
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    cfg = dict(settings(quick, batch), skip=tuple(skip))
     load_start = common.load_average()
     # kiln's kernels read OMP_NUM_THREADS when the first library loads (and its x86
     # schedules when they pick parallel extents); threadpoolctl covers an earlier load
@@ -207,7 +238,7 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
     _, md_path, text = common.write_report(
         NAME, figures, machine=machine, settings=shown, details=details, started=started,
         duration_s=time.perf_counter() - t0, out_dir=out_dir,
-        title=f"Whole models ({', '.join(MODELS[k][0] for k in keys)}; batch 1)")
+        title=f"Whole models ({', '.join(MODELS[k][0] for k in keys)}; batch {batch})")
     if verbose:
         print(text)
         print(f"written: {md_path} and {md_path.with_suffix('.json')}")
@@ -220,12 +251,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="results directory (default: results/)")
     p.add_argument("--models", default=",".join(MODELS), metavar="M1,M2",
                    help=f"comma-separated models (default: all of {', '.join(MODELS)})")
+    p.add_argument("--batch", type=int, default=1, metavar="N",
+                   help="the models built for a batch of N; the table states throughput")
+    p.add_argument("--skip", default="", metavar="E1,E2",
+                   help=f"reference engines to leave out (of {', '.join(ENGINES)})")
     args = p.parse_args(argv)
     keys = [k for k in args.models.split(",") if k]
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
-    run(quick=args.quick, out_dir=args.out, models=keys)
+    if args.batch < 1:
+        p.error(f"--batch must be at least 1, got {args.batch}")
+    skip = [e for e in args.skip.split(",") if e]
+    if set(skip) - set(ENGINES):
+        p.error(f"unknown engine(s) in --skip {args.skip!r}; known: {', '.join(ENGINES)}")
+    run(quick=args.quick, out_dir=args.out, models=keys, batch=args.batch, skip=skip)
     return 0
 
 

@@ -56,15 +56,15 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def accuracy(outputs: list[np.ndarray], references: list[np.ndarray]) -> dict[str, float]:
-    """``max_rel``: max |y - ref| / max |ref| over all pairs; ``top1``: the share of rows
-    (along the last axis) whose argmax agrees."""
+    """``max_abs``: max |y - ref| over all pairs; ``max_rel``: that / max |ref|; ``top1``:
+    the share of rows (along the last axis) whose argmax agrees."""
     diff = max(float(np.abs(y.astype(np.float64) - r).max()) for y, r in zip(
         outputs, references, strict=True))
     scale = max(float(np.abs(r).max()) for r in references)
     rows = [(y.reshape(-1, y.shape[-1]).argmax(1), r.reshape(-1, r.shape[-1]).argmax(1))
             for y, r in zip(outputs, references, strict=True)]
     agree = sum(int((a == b).sum()) for a, b in rows) / sum(a.size for a, _ in rows)
-    return {"max_rel": diff / max(scale, 1e-30), "top1": agree}
+    return {"max_abs": diff, "max_rel": diff / max(scale, 1e-30), "top1": agree}
 
 
 def _build(model, precision: str):
@@ -191,7 +191,8 @@ def bench_int8_model(key: str, label: str, kwargs: dict[str, int], precision: st
         {"fp32": fp32.run, "int8": int8.run, "onnxruntime_int8": lambda: sess.run(None, feed)},
         repeat=cfg["repeat"], min_time=cfg["min_time"], settle={"onnxruntime_int8": 0.05})
     t = {k: v.median for k, v in timings.items()}
-    notes = (f"max rel diff {acc['max_rel']:.1e}, top-1 agreement {100 * acc['top1']:.1f}% "
+    notes = (f"max abs diff {acc['max_abs']:.2g} (max rel {acc['max_rel']:.1e}), top-1 "
+             f"agreement {100 * acc['top1']:.1f}% "
              f"(onnxruntime int8: {100 * ort_acc['top1']:.1f}%) on {len(xs)} random inputs")
     figures = [
         Figure(key=f"{key}.int8_vs_fp32", label=f"{label} int8 vs kiln fp32", kiln=t["int8"],

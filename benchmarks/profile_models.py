@@ -5,14 +5,21 @@ layer), with the whole-model latency of kiln and onnxruntime interleaved in one 
 it by hand with the thread count fixed, e.g.
 
     OMP_NUM_THREADS=2 python -m benchmarks.profile_models [resnet18] [mobilenet_v2]
-        [bert_encoder] [bert_layer] [vit] [--profile N] [--ort-no-spin]
+        [bert_encoder] [bert_layer] [vit] [vit_layer] [--profile N] [--ort-no-spin]
+
+``--profile N`` prints kiln's N slowest kernels (``GraphModule.profile``) and onnxruntime's
+N slowest operators (its session profiler, per node, median over the runs), the same
+model and input, so a kernel's gap shows next to the operators it stands for.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 import time
+from collections import defaultdict
 
 import numpy as np
 
@@ -22,7 +29,7 @@ def _models():
 
     return {"resnet18": testing.resnet18, "mobilenet_v2": testing.mobilenet_v2,
             "bert_encoder": testing.bert_encoder, "bert_layer": lambda: testing.bert_encoder(
-                layers=1), "vit": testing.vit}
+                layers=1), "vit": testing.vit, "vit_layer": lambda: testing.vit(layers=1)}
 
 
 def measure(name: str, rounds: int = 15, number: int = 5, profile: int = 0,
@@ -66,7 +73,33 @@ def measure(name: str, rounds: int = 15, number: int = 5, profile: int = 0,
         prof = gm.profile(number=10)
         res["kernels"] = sorted(((t * 1e3, ln.strip()) for (_, t), ln in
                                  zip(prof, lines, strict=True)), reverse=True)[:profile]
+        res["ort_ops"] = ort_profile(m, so, {inp: x})[:profile]
     return res
+
+
+def ort_profile(model, so, feed: dict, runs: int = 10) -> list[tuple[float, str]]:
+    """onnxruntime's operators by time: ``(ms, "node (op type)")``, the median over
+    ``runs`` of each node's kernel time (the session profiler's ``Node`` events),
+    slowest first."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "ort")
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        for _ in range(runs + 1):
+            sess.run(None, feed)
+        with open(sess.end_profiling()) as f:
+            events = json.load(f)
+        so.enable_profiling = False
+    times: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            key = f"{e['name'][:-len('_kernel_time')]} ({e['args'].get('op_name', '?')})"
+            times[key].append(e["dur"] / 1e3)
+    return sorted(((float(np.median(ts[1:] or ts)), k) for k, ts in times.items()),
+                  reverse=True)
 
 
 def main(argv: list[str]) -> None:
@@ -81,6 +114,10 @@ def main(argv: list[str]) -> None:
         print("  " + r["summary"].splitlines()[0] + "; " + r["summary"].splitlines()[-1])
         for t, ln in r.get("kernels", []):
             print(f"  {t:7.3f} ms  {ln}")
+        if "ort_ops" in r:
+            print("  onnxruntime:")
+        for t, op in r.get("ort_ops", []):
+            print(f"  {t:7.3f} ms  {op}")
 
 
 if __name__ == "__main__":

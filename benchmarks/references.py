@@ -14,26 +14,38 @@ the suite goes on without it. The engines are imported here only, each when it i
   against the fp32 reference, only reported);
 * PyTorch eager: the graph run op by op with ``torch.nn.functional``
   (``kiln.relay.testing.onnx_to_torch``), ``inference_mode``;
+* ``torch.compile`` of the same operators as one ``torch.fx`` graph
+  (``kiln.relay.testing.onnx_to_fx``) with PyTorch's default backend (inductor) and with
+  ``backend="kiln"`` (:mod:`kiln.relay.frontend.torch_compile`): the first call, TorchDynamo's
+  capture and the backend's compile, is the engine's compile time (with an empty cache
+  directory); a graph kiln runs eagerly is timed and labelled so (its log line);
 * IREE: ``iree-import-onnx``, compiled for ``llvm-cpu`` with the host CPU, run by the
   ``local-task`` driver.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.foundation import fresh_cache
+
 
 @dataclass
 class Reference:
     """One engine's run of the model: ``run`` (None when it does not run, ``note`` says
-    why), its ``output``, and whether that output must match the fp32 reference before the
-    engine is timed (``checked``)."""
+    why), its ``output``, whether that output must match the fp32 reference before the
+    engine is timed (``checked``), and its compile time where it compiles on first use
+    (``compile_s``)."""
 
     name: str
     label: str
@@ -41,6 +53,7 @@ class Reference:
     output: np.ndarray | None = None
     note: str = ""
     checked: bool = True
+    compile_s: float | None = None
 
 
 def _missing(name: str, label: str, module: str) -> Reference:
@@ -141,6 +154,66 @@ def pytorch_eager(model, feed: Mapping[str, np.ndarray], threads: int) -> Refere
     return Reference("pytorch", label, run, output)
 
 
+#: the ``torch.compile`` backends timed, and the cache directory each compiles into (empty
+#: for the timed first call: a cold compile, as kiln's own is timed)
+TORCH_COMPILE_BACKENDS = {"inductor": "TORCHINDUCTOR_CACHE_DIR", "kiln": "KILN_CACHE_DIR"}
+
+
+def torch_compile(model, feed: Mapping[str, np.ndarray], threads: int,
+                  backend: str) -> Reference:
+    """``torch.compile(onnx_to_fx(model), backend=backend)``, ``threads`` threads, inputs in
+    torch-allocated (64-byte aligned) tensors; the first call timed as the compile."""
+    name = f"torch_compile_{backend}"
+    label = f"torch.compile ({backend})"
+    try:
+        import torch
+    except ImportError:
+        return _missing(name, label, "torch")
+    from kiln.relay.testing import onnx_to_fx
+
+    label = f"PyTorch {torch.__version__} torch.compile ({backend})"
+    torch.set_num_threads(threads)
+    try:
+        if backend == "kiln":
+            from kiln.relay.frontend import torch_compile as _  # noqa: F401 - registers it
+        torch._dynamo.reset()
+        compiled = torch.compile(onnx_to_fx(model), backend=backend)
+        args = [torch.from_numpy(v).clone() for v in feed.values()]
+
+        def run():
+            with torch.inference_mode():
+                return compiled(*args)
+
+        with _fallbacks() as fallbacks, \
+                fresh_cache("kiln-bench-torch-compile-", TORCH_COMPILE_BACKENDS[backend]):
+            t0 = time.perf_counter()
+            output = run().numpy()
+            compile_s = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        return _failed(name, label, e)
+    note = f"runs EAGERLY (kiln fell back: {fallbacks[0]})" if fallbacks else ""
+    return Reference(name, label + (", eager fallback" if fallbacks else ""), run, output,
+                     note=note, compile_s=compile_s)
+
+
+@contextmanager
+def _fallbacks() -> Iterator[list[str]]:
+    """The messages kiln's TorchDynamo backend logs while the block runs (each a graph it
+    runs eagerly, and why)."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger, handler = logging.getLogger("kiln.torch"), Collect(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+
+
 def iree(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
     """IREE: the ONNX model imported to MLIR, compiled for ``llvm-cpu`` (host CPU), run by
     the ``local-task`` driver with ``threads`` worker threads."""
@@ -175,16 +248,30 @@ def iree(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
     return Reference("iree", label, run, output)
 
 
-def all_references(model, feed: Mapping[str, np.ndarray], threads: int) -> list[Reference]:
-    """Every reference engine on ``model``; the first, onnxruntime with its defaults, gives
-    the fp32 output the others (and kiln) are checked against."""
-    return [onnxruntime_defaults(model, feed, threads),
-            onnxruntime_kiln_settings(model, feed, threads),
-            openvino(model, feed, threads, "f32"),
-            openvino(model, feed, threads, None),
-            pytorch_eager(model, feed, threads),
-            iree(model, feed, threads)]
+#: the engines a run may leave out (``--skip``); onnxruntime gives the reference output
+ENGINES = ("openvino", "pytorch", "torch_compile", "iree")
 
 
-__all__ = ["Reference", "all_references", "onnxruntime_defaults", "onnxruntime_kiln_settings",
-           "openvino", "pytorch_eager", "iree"]
+def all_references(model, feed: Mapping[str, np.ndarray], threads: int,
+                   skip: Collection[str] = ()) -> list[Reference]:
+    """Every reference engine on ``model`` but those of ``skip`` (names of :data:`ENGINES`);
+    the first, onnxruntime with its defaults, gives the fp32 output the others (and kiln)
+    are checked against."""
+    unknown = set(skip) - set(ENGINES)
+    if unknown:
+        raise ValueError(f"unknown engine(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(ENGINES)}")
+    engines: list[tuple[str, Callable[[], Reference]]] = [
+        ("onnxruntime", lambda: onnxruntime_defaults(model, feed, threads)),
+        ("onnxruntime", lambda: onnxruntime_kiln_settings(model, feed, threads)),
+        ("openvino", lambda: openvino(model, feed, threads, "f32")),
+        ("openvino", lambda: openvino(model, feed, threads, None)),
+        ("pytorch", lambda: pytorch_eager(model, feed, threads)),
+        *(("torch_compile", functools.partial(torch_compile, model, feed, threads, b))
+          for b in TORCH_COMPILE_BACKENDS),
+        ("iree", lambda: iree(model, feed, threads))]
+    return [make() for engine, make in engines if engine not in skip]
+
+
+__all__ = ["ENGINES", "Reference", "all_references", "onnxruntime_defaults",
+           "onnxruntime_kiln_settings", "openvino", "pytorch_eager", "torch_compile", "iree"]

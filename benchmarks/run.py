@@ -29,6 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the suites and exit")
     p.add_argument("--models", default=None, metavar="M1,M2",
                    help="the models suite's models, comma-separated (default: all)")
+    p.add_argument("--batch", type=int, default=1, metavar="N",
+                   help="the models suite's models built for a batch of N (throughput)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"),
                    help="bf16 / int8: the models suite's models in bf16 (int8: quantized "
                         "by onnxruntime, QDQ) against fp32, accuracy and latency (the "
@@ -38,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in SUITES:
             print(f"{name:12} {get_suite(name).DESCRIPTION}")
         return 0
+    if args.batch != 1 and args.precision != "fp32":
+        p.error("--batch is for the fp32 models suite")
     unknown = [s for s in args.suites if s not in SUITES]
     if unknown:
         p.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
@@ -45,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = {"models": args.models.split(",")} if name == "models" and args.models else {}
         if name == "models" and args.precision != "fp32":
             name, chosen = "precision", dict(chosen, precision=args.precision)
+        if name == "models" and args.batch != 1:
+            chosen["batch"] = args.batch
         get_suite(name).run(quick=args.quick, out_dir=args.out, profile=args.profile, **chosen)
     return 0
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..ir import expr as E
+from ..ir.functor import collect_vars
 from ..ir.op import add, convert, make_const, match_types, sub
 from . import bound as B
 from .bound import ConstIntBound, is_int_scalar
@@ -26,6 +27,11 @@ from .interval_eval import IntervalEvaluator
 from .linear import KeyCache, Lin, render
 from .modular import ModularSet, ModularWalker
 from .rewrite import Rewriter
+
+#: the structural keys of expressions, shared by every Analyzer: a key depends on the
+#: expression alone, so the passes of a pipeline, each with its own Analyzer, key a shared
+#: index expression once (ResNet-18's build keys 15,000; the cap bounds what stays alive)
+STRUCTURAL_KEYS = KeyCache(limit=50_000)
 
 
 class Analyzer:
@@ -38,7 +44,7 @@ class Analyzer:
         self._facts: dict[object, bool] = {}
         self._stack: list[tuple] = []
         self._symbolic_depth = 0
-        self.keys = KeyCache()
+        self.keys = STRUCTURAL_KEYS
         self._lin_cache: dict[int, tuple[E.PrimExpr, Lin]] = {}
         self._cb = ConstBoundWalker(self)
         self._mod = ModularWalker(self)
@@ -219,8 +225,8 @@ class Analyzer:
         e = convert(e)
         dom: dict[E.Var, IntervalSet] = {}
         with self.scope():
-            items = [(v.var if isinstance(v, E.IterVar) else v, s)
-                     for v, s in (dom_map or {}).items()]
+            items = _relevant_domain(e, [(v.var if isinstance(v, E.IterVar) else v, s)
+                                         for v, s in (dom_map or {}).items()])
             for v, s in items:
                 if isinstance(s, E.Range):
                     s = IntervalSet(s.min, sub(add(s.min, s.extent), 1))
@@ -297,6 +303,46 @@ class Analyzer:
         if not self._facts:
             return None
         return self._facts.get(self.keys(cond))
+
+
+def _relevant_domain(e: E.PrimExpr, items: list[tuple[E.Var, object]]
+                     ) -> list[tuple[E.Var, object]]:
+    """The ``(var, set)`` items of a domain that can matter to the interval of ``e``, in
+    their order: those connected to the variables of ``e`` through the variables the sets
+    mention (a set mentions ``n``; a Range of extent ``n - 3`` also tells ``n >= 4``).
+    Binding the others only tells facts about variables that ``e`` cannot reach, so they
+    are skipped, and with them a simplification and a cache flush each (bound inference
+    evaluates every index over the ranges of all the loops seen so far)."""
+    if len(items) < 2:
+        return items
+    mentions = [_set_vars(s) for _, s in items]
+    needed = collect_vars(e)
+    keep = [False] * len(items)
+    grown = True
+    while grown:
+        grown = False
+        for k, (v, _) in enumerate(items):
+            if not keep[k] and (v in needed or not mentions[k].isdisjoint(needed)):
+                keep[k] = grown = True
+                needed |= mentions[k] | {v}
+    return [item for item, kept in zip(items, keep, strict=True) if kept]
+
+
+def _set_vars(s) -> set[E.Var]:
+    """The variables a domain value (a Range, an IntervalSet or an expression) mentions."""
+    if isinstance(s, E.Range):
+        ends = (s.min, s.extent)
+    elif isinstance(s, IntervalSet):
+        ends = (s.min_value, s.max_value)
+    else:
+        ends = (s,)
+    out: set[E.Var] = set()
+    for x in ends:
+        if isinstance(x, E.Var):
+            out.add(x)
+        elif isinstance(x, E.PrimExpr) and not isinstance(x, E.IntImm):
+            out |= collect_vars(x)
+    return out
 
 
 def _conjuncts(c):

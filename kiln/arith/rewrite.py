@@ -18,7 +18,7 @@ from ..ir import expr as E
 from ..ir.functor import collect_vars, rebuild, substitute
 from ..ir.op import make_const
 from . import divmod as DM
-from .bound import is_int_scalar
+from .bound import dtype_bound, is_int_scalar
 from .fold import CMP_FOLD, fold_binary, fold_cast
 from .linear import Lin, render
 
@@ -486,9 +486,23 @@ class Rewriter:
                 dt.is_integer(v.dtype) and not dt.is_bool(e.dtype) and \
                 not dt.is_bool(v.dtype) and dt.bits(v.dtype) >= dt.bits(e.dtype):
             return v.value  # int32(int64(x)) -> x
+        if self._round_trip_fits(e.dtype, v):
+            return v.value  # int32(uint8(x)) -> x where x is in [0, 255]
         if isinstance(v, E.Broadcast):
             return E.Broadcast(self(E.Cast(dt.element_of(e.dtype), v.value)), v.lanes)
         return self.rebuilt(e, value=v)
+
+    def _round_trip_fits(self, dtype: str, v: E.PrimExpr) -> bool:
+        """Whether ``dtype(v)``, ``v = narrow(x)`` with ``x`` of ``dtype``, is ``x``: both
+        integer types and every value ``x`` may take (its const-int bound) one the narrow
+        type holds, so the narrowing wraps nothing."""
+        if not (isinstance(v, E.Cast) and v.value.dtype == dtype and is_int_scalar(dtype)
+                and is_int_scalar(v.dtype)):
+            return False
+        lo, hi = self.an.const_int_bound(v.value)
+        narrow = dtype_bound(v.dtype)
+        return lo is not None and hi is not None and narrow.min_value <= lo \
+            and hi <= narrow.max_value
 
     def _let(self, e):
         value = self(e.value)

@@ -12,6 +12,8 @@ share one trial budget (``task_scheduler``); ``relay.build`` uses their best rec
 from .compute_dag import ComputeDAG
 from .cost_model import AnalyticCostModel, CostModel, RandomModel, XGBModel
 from .dispatcher import ApplyHistoryBest, DispatchContext, schedule_from_history
+from .hardware_params import HardwareParams
+from .layout_rewrite import LayoutRewriteOption
 from .loop_state import State
 from .measure import (
     LocalBuilder,
@@ -39,4 +41,5 @@ __all__ = ["ComputeDAG", "State", "SearchTask", "TuningOptions", "auto_schedule"
            "RecordToFile", "RecordReader", "load_records", "save_records", "load_best_record",
            "ApplyHistoryBest", "DispatchContext", "schedule_from_history", "extract_tasks",
            "TaskScheduler", "TaskSchedulerCallback", "PrintTableInfo", "SearchCallback",
-           "PreloadMeasuredStates", "register_workload_tensors"]
+           "PreloadMeasuredStates", "register_workload_tensors", "HardwareParams",
+           "LayoutRewriteOption"]

@@ -2,7 +2,7 @@
 
 A sketch's open choices are its tile sizes (each ``SplitStep`` with open lengths: a
 factorization of the loop's extent, outermost first, the innermost at most
-:data:`MAX_INNERMOST_FACTOR`) and its unroll limits (:data:`UNROLL_CHOICES`). A
+:data:`MAX_INNERMOST_FACTOR`) and its unroll limits (the sketch's ``unroll_choices``). A
 :class:`Candidate` holds one choice for each; :meth:`Candidate.state` fills the sketch with
 them. Tile sizes always divide the extent exactly, so no candidate has loop tails.
 :func:`candidate_of` goes back: the candidate a logged state was made from.
@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, replace
 
 from .loop_state import PragmaStep, SplitStep, State
-from .sketch import Sketch
+from .sketch import UNROLL_CHOICES, Sketch
 
 __all__ = ["Candidate", "sample_candidate", "mutate", "crossover", "factorizations",
            "candidate_of"]
@@ -31,8 +31,6 @@ __all__ = ["Candidate", "sample_candidate", "mutate", "crossover", "factorizatio
 MAX_INNERMOST_FACTOR = 64
 #: how often :func:`sample_candidate` draws tile sizes before giving up on the limits
 MAX_SAMPLE_TRIES = 1000
-#: the values of ``auto_unroll_max_step`` the search picks from (Ansor's CPU choices)
-UNROLL_CHOICES = (0, 16, 64, 512)
 
 
 @functools.cache
@@ -89,28 +87,40 @@ def _open_pragmas(sketch: Sketch) -> list[int]:
             and s.value is None]
 
 
+@functools.cache
+def aligned_factorizations(extent: int, parts: int, lanes: int) -> tuple[tuple[int, ...], ...]:
+    """The :func:`factorizations` whose innermost entry is a multiple of ``lanes`` (a
+    vectorized loop of whole vectors), or all of them when none is."""
+    every = factorizations(extent, parts)
+    return tuple(f for f in every if f[-1] % lanes == 0) or every
+
+
 def sample_candidate(sketches: list[Sketch], rng: random.Random) -> Candidate:
-    """A uniformly random sketch with uniformly random tile sizes (drawn again until they
-    keep the sketch's limits) and unroll limits."""
+    """A uniformly random sketch with uniformly random tile sizes (the innermost of a
+    vectorized loop a multiple of the vector lanes where the extent allows; drawn again
+    until they keep the sketch's limits) and unroll limits."""
     k = rng.randrange(len(sketches))
     sk = sketches[k]
     for _ in range(MAX_SAMPLE_TRIES):
-        tiles = {i: rng.choice(factorizations(sk.steps[i].extent,
-                                              len(sk.steps[i].lengths) + 1))
+        tiles = {i: rng.choice(aligned_factorizations(sk.steps[i].extent,
+                                                      len(sk.steps[i].lengths) + 1,
+                                                      sk.vector_lanes.get(i, 1)))
                  for i in _open_splits(sk)}
         if sk.allows(tiles):
-            unrolls = {i: rng.choice(UNROLL_CHOICES) for i in _open_pragmas(sk)}
+            unrolls = {i: rng.choice(sk.unroll_choices) for i in _open_pragmas(sk)}
             return Candidate(k, tiles, unrolls)
     raise RuntimeError(f"auto_scheduler: no tile sizes of sketch {sk} within its limits "
                        f"in {MAX_SAMPLE_TRIES} draws")
 
 
-def mutate(c: Candidate, rng: random.Random) -> Candidate:
+def mutate(c: Candidate, rng: random.Random,
+           unroll_choices: tuple[int, ...] = UNROLL_CHOICES) -> Candidate:
     """One change: move a prime factor of one tile level to another level of the same
-    split (Ansor's tile-size mutation), or, one time in five, re-draw an unroll limit."""
+    split (Ansor's tile-size mutation), or, one time in five, re-draw an unroll limit from
+    ``unroll_choices`` (its sketch's)."""
     if c.unrolls and (not c.tiles or rng.random() < 0.2):
         i = rng.choice(sorted(c.unrolls))
-        return replace(c, unrolls={**c.unrolls, i: rng.choice(UNROLL_CHOICES)})
+        return replace(c, unrolls={**c.unrolls, i: rng.choice(unroll_choices)})
     if not c.tiles:
         return c
     i = rng.choice(sorted(c.tiles))

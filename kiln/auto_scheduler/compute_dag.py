@@ -26,6 +26,13 @@ from kiln.ir.printer import to_text
 from kiln.te.schedule import create_schedule
 from kiln.te.tensor import ComputeOp, PlaceholderOp, Tensor
 
+from .layout_rewrite import (
+    LayoutRewrite,
+    LayoutRewriteOption,
+    apply_steps_with_rewrites,
+    plan_layout_rewrites,
+    rewrite_tensors,
+)
 from .loop_state import ReplayContext, State
 
 __all__ = ["ComputeDAG"]
@@ -93,8 +100,14 @@ class ComputeDAG:
         """The state with no steps: the default schedule."""
         return State([])
 
-    def apply_steps_from_state(self, state: State):
-        """``(schedule, tensors)``: a fresh schedule with ``state``'s steps applied."""
+    def apply_steps_from_state(
+            self, state: State,
+            layout_rewrite: LayoutRewriteOption = LayoutRewriteOption.NO_REWRITE):
+        """``(schedule, tensors)``: a fresh schedule with ``state``'s steps applied, the
+        layout-free weights re-laid out for the state's tiling as ``layout_rewrite`` says
+        (:mod:`.layout_rewrite`; a copy stage runs in parallel at the root)."""
+        if layout_rewrite != LayoutRewriteOption.NO_REWRITE:
+            return apply_steps_with_rewrites(self, state, lambda _: layout_rewrite)
         sch = create_schedule([t.op for t in self.outputs])
         ctx = ReplayContext(sch, {}, {}, {})
         for op in self.compute_ops:
@@ -102,6 +115,17 @@ class ComputeDAG:
         for step in state.steps:
             step.apply(ctx)
         return sch, list(self.tensors)
+
+    def layout_rewrites(self, state: State) -> list[LayoutRewrite]:
+        """The new layouts of the layout-free weights under ``state``'s tiling (each
+        with its ``transform`` of a weight array)."""
+        return plan_layout_rewrites(self, state)
+
+    def rewrite_layout_from_state(self, state: State) -> ComputeDAG:
+        """The DAG taking its layout-free weights pre-transformed for ``state``."""
+        pre = LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED
+        tensors, _ = rewrite_tensors(self, [(r, pre) for r in self.layout_rewrites(state)])
+        return ComputeDAG(tensors)
 
     def print_python_code_from_state(self, state: State) -> str:
         """The state's steps, one line each."""

@@ -66,7 +66,7 @@ class AnalyticCostModel(CostModel):
     @staticmethod
     def _score(task, state) -> float:
         try:
-            sch, args = task.compute_dag.apply_steps_from_state(state)
+            sch, args = task.instantiate(state)  # as measured (a layout copy included)
             seconds = estimate(lower(sch, args)).seconds
         except Exception:  # noqa: BLE001 - an unschedulable state is never measured
             return -math.inf

@@ -4,14 +4,22 @@
 answer ``(workload_key, target) -> State`` from the fastest successful records of the log.
 :func:`schedule_from_history` is what ``relay.build``'s op strategy asks first under
 ``PassContext(config={"relay.backend.use_auto_scheduler": True})``: the best logged
-schedule of a fused group's computation, found by its DAG's workload key.
+schedule of a fused group's computation, found by its DAG's workload key, its constant
+weights re-laid out once, at compile time, for the state's tiling (TVM's
+``auto_scheduler_layout_rewrite`` pass).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+
+import numpy as np
+
+from kiln.te.tensor import PlaceholderOp, Tensor
 
 from .compute_dag import ComputeDAG
+from .layout_rewrite import LayoutRewriteOption, apply_steps_with_rewrites
 from .loop_state import State
 from .measure import MeasureErrorNo
 from .measure_record import load_records, same_target
@@ -66,10 +74,18 @@ class ApplyHistoryBest(DispatchContext):
         return min(rows, key=lambda r: r[1])[2] if rows else None
 
 
-def schedule_from_history(outs: list, target) -> tuple[object, str] | None:
+def schedule_from_history(outs: list, target, constants: Mapping[str, np.ndarray] | None = None
+                          ) -> tuple | None:
     """``(schedule, label)`` of the computation of ``outs`` with the state the current
     dispatch context holds for its DAG's workload key (``label`` names its hash), or None
-    outside a dispatch context or when it has no record of the computation."""
+    outside a dispatch context or when it has no record of the computation.
+
+    Where the state re-lays out layout-free weights (:mod:`.layout_rewrite`), those named
+    in ``constants`` (placeholder name -> its value, known now) are transformed now
+    (``REWRITE_FOR_PRE_TRANSFORMED``), the others copied by a stage of the kernel, and
+    the result is ``(schedule, label, replaced)``: ``replaced`` maps each tensor of the
+    computation that the kernel takes in another form (a pre-transformed weight, the
+    outputs) to ``(its replacement, the replacement's value or None)``."""
     ctx = DispatchContext.current
     if ctx is None:
         return None
@@ -78,5 +94,25 @@ def schedule_from_history(outs: list, target) -> tuple[object, str] | None:
     state = ctx.query(target, key)
     if state is None:
         return None
-    sch, _ = dag.apply_steps_from_state(state)
-    return sch, f"best state of DAG {json.loads(key)[0][:12]}"
+    label = f"best state of DAG {json.loads(key)[0][:12]}"
+    known = constants or {}
+    in_graph = LayoutRewriteOption.get_target_default(target, in_relay_integration=True)
+    rewrites = dag.layout_rewrites(state) if in_graph else []
+    if not rewrites:
+        sch, _ = dag.apply_steps_from_state(state)
+        return sch, label
+    pre = [r for r in rewrites if r.placeholder in known]
+    sch, new_outs = apply_steps_with_rewrites(
+        dag, state, lambda r: LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED if r in pre
+        else LayoutRewriteOption.INSERT_TRANSFORM_STAGE)
+    replaced = {old: (new, None) for old, new in zip(outs, new_outs, strict=True)}
+    old_inputs, new_inputs = _placeholders(dag), _placeholders(ComputeDAG(new_outs))
+    for r in pre:
+        replaced[old_inputs[r.placeholder]] = (new_inputs[r.new_name],
+                                               r.transform(known[r.placeholder]))
+    names = ", ".join(f"{r.placeholder} {list(r.new_shape)}" for r in rewrites)
+    return sch, f"{label}, layout of {names}", replaced
+
+
+def _placeholders(dag: ComputeDAG) -> dict[str, Tensor]:
+    return {op.name: op.output(0) for op in dag.ops if isinstance(op, PlaceholderOp)}

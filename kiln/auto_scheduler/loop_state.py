@@ -15,10 +15,10 @@ Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]``,
 ``["RE", stage, [iters]]``, ``["FU", stage, [iters]]``, ``["AN", stage, iter, kind]``,
 ``["PR", stage, iter, "auto_unroll_max_step$N"]``, ``["CA", stage, target stage, iter]``,
 ``["CI", stage]``, ``["CW", stage, scope]``, ``["CR", tensor, scope, [reader stages]]``,
-``["RF", stage, iter, factor_axis]``. An ``AN`` kind is ``parallel``, ``vectorize``,
-``unroll`` or a GPU thread axis the loop is bound to (``blockIdx.x``, ``vthread``,
-``threadIdx.x``). ``cache_read`` of tensor ``A`` adds the stage ``A.<scope>`` whose root
-loops are ``ax0``, ``ax1``, ... (TVM's names).
+``["RF", stage, iter, factor_axis]``, ``["SS", stage, scope]`` (``set_scope``). An ``AN``
+kind is ``parallel``, ``vectorize``, ``unroll`` or a GPU thread axis the loop is bound to
+(``blockIdx.x``, ``vthread``, ``threadIdx.x``). ``cache_read`` of tensor ``A`` adds the
+stage ``A.<scope>`` whose root loops are ``ax0``, ``ax1``, ... (TVM's names).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kiln.te import thread_axis
 
 __all__ = ["State", "Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
            "PragmaStep", "ComputeAtStep", "ComputeInlineStep", "CacheWriteStep",
-           "CacheReadStep", "RfactorStep", "step_from_json", "THREAD_AXES"]
+           "CacheReadStep", "RfactorStep", "SetScopeStep", "step_from_json", "THREAD_AXES"]
 
 #: the GPU thread axes an ``AnnotationStep`` binds a loop to
 THREAD_AXES = ("blockIdx.x", "vthread", "threadIdx.x")
@@ -279,6 +279,21 @@ class RfactorStep(Step):
         return ["RF", self.stage, self.iter, int(self.factor_axis)]
 
 
+@dataclass(frozen=True)
+class SetScopeStep(Step):
+    """``set_scope`` of ``stage``'s buffer: ``shared`` (one copy per block, e.g. the partial
+    results of a cross-thread reduction) or ``local`` (registers of each thread)."""
+
+    stage: str
+    scope: str
+
+    def apply(self, ctx):
+        ctx.stages[self.stage].set_scope(self.scope)
+
+    def to_json(self):
+        return ["SS", self.stage, self.scope]
+
+
 def step_from_json(record: list) -> Step:
     """The step of one JSON record (module docstring)."""
     kind, *f = record
@@ -302,6 +317,8 @@ def step_from_json(record: list) -> Step:
         return CacheReadStep(f[0], f[1], tuple(f[2]))
     if kind == "RF":
         return RfactorStep(f[0], f[1], int(f[2]))
+    if kind == "SS":
+        return SetScopeStep(f[0], f[1])
     raise ValueError(f"auto_scheduler: unknown transform step {record!r}")
 
 

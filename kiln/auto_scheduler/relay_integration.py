@@ -23,6 +23,7 @@ from kiln.ir.transform import PassContext
 from kiln.target import Target
 
 from .compute_dag import ComputeDAG
+from .layout_rewrite import LayoutRewriteOption
 from .search_task import SearchTask
 from .workload_registry import register_workload_tensors
 
@@ -60,14 +61,11 @@ def extract_tasks(mod, params, target, target_host=None, hardware_params=None,
     """The search tasks of a kiln.relay model and their weights (how many kernels of the
     graph compute each), in graph order. ``include_simple_tasks`` adds the kernels without a
     reduction (layout transforms, elementwise chains)."""
-    del target_host, hardware_params, other_targets
+    del target_host, other_targets
     if dump_workload_to_dag_log is not None:
         raise NotImplementedError("extract_tasks(dump_workload_to_dag_log=...): kiln keeps "
                                   "the DAG of each task in SearchTask.compute_dag")
     tgt = Target(target or "llvm")
-    if not tgt.is_cpu:
-        raise NotImplementedError("extract_tasks: auto_scheduler has CPU sketch rules only "
-                                  "(llvm/c); GPU sketches are not implemented yet")
     with PassContext(opt_level=opt_level, config={USE_AUTO_SCHEDULER: True}):
         dags = _group_dags(mod, params, tgt, include_simple_tasks)
     tasks: dict[str, SearchTask] = {}
@@ -76,7 +74,9 @@ def extract_tasks(mod, params, target, target_host=None, hardware_params=None,
         key = dag.workload_key()
         if key not in tasks:
             register_workload_tensors(key, dag.tensors)
-            tasks[key] = SearchTask(workload_key=key, compute_dag=dag, target=str(tgt),
-                                    desc=desc)
+            tasks[key] = SearchTask(
+                workload_key=key, compute_dag=dag, target=str(tgt),
+                hardware_params=hardware_params, desc=desc,
+                layout_rewrite_option=LayoutRewriteOption.get_target_default(tgt, True))
         weights[key] = weights.get(key, 0) + 1
     return list(tasks.values()), [weights[k] for k in tasks]

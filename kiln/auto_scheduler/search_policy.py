@@ -13,7 +13,9 @@ Each round (:meth:`SketchPolicy.continue_search_one_round`):
    drawn at random instead (exploration), are measured as one batch; the cost model is
    updated with the results and every score is recomputed.
 
-No candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far.
+A GPU state over the task's hardware limits (threads or shared memory per block,
+:func:`.hardware_params.hardware_check`) scores ``-inf``: it is never measured. No
+candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far.
 ``init_search_callbacks=[PreloadMeasuredStates(log)]`` resumes a search: the task's records
 in the log count as measured, seed the population and train the cost model.
 """
@@ -26,6 +28,7 @@ import time
 
 from .annotation import Candidate, candidate_of, crossover, mutate, sample_candidate
 from .cost_model import CostModel, XGBModel
+from .hardware_params import hardware_check
 from .measure import MeasureInput
 from .measure_record import load_records, same_target
 from .sketch import generate_sketches
@@ -75,7 +78,9 @@ class SketchPolicy(SearchPolicy):
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.rng = random.Random(seed)
         self.verbose = verbose
-        self.sketches = generate_sketches(task.compute_dag, task.target)
+        self.sketches = generate_sketches(task.compute_dag, task.target,
+                                          task.hardware_params)
+        self.fits = hardware_check(task)
         self.measured: dict[tuple, float] = {}  # candidate key -> seconds (inf if failed)
         self._candidates: dict[tuple, Candidate] = {}
         self._scores: dict[tuple, float] = {}
@@ -112,7 +117,7 @@ class SketchPolicy(SearchPolicy):
         mates = [(c, w) for c, w in zip(pop, weights, strict=True)
                  if c.sketch == a.sketch and c is not a]
         if not mates or self.rng.random() >= self.params["crossover_ratio"]:
-            child = mutate(a, self.rng)
+            child = mutate(a, self.rng, self.sketches[a.sketch].unroll_choices)
         else:
             b = self.rng.choices([c for c, _ in mates], [w for _, w in mates])[0]
             child = crossover(a, b, self.sketches[a.sketch], self.rng)
@@ -186,8 +191,8 @@ class SketchPolicy(SearchPolicy):
         if todo:
             states = [c.state(self.sketches[c.sketch]) for c in todo]
             scores = self.cost_model.predict(self.search_task, states)
-            for c, s in zip(todo, scores, strict=True):
-                self._scores[c.key()] = s
+            for c, state, s in zip(todo, states, scores, strict=True):
+                self._scores[c.key()] = s if s > -math.inf and self.fits(state) else -math.inf
         return [self._scores[c.key()] for c in cands]
 
     def _best_unique(self, cands: list[Candidate], n: int) -> list[Candidate]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from kiln.autotvm.measure.cuda import is_cuda_target
 
 from .compute_dag import ComputeDAG
+from .layout_rewrite import LayoutRewriteOption
 from .loop_state import State
 from .measure import ProgramMeasurer
 from .measure_record import load_best_record
@@ -57,14 +58,23 @@ class SearchTask:
         self.hardware_params = hardware_params
         self.desc = desc
         self.name = desc or workload_key
+        self.layout_rewrite_option = LayoutRewriteOption(
+            LayoutRewriteOption.get_target_default(self.target)
+            if layout_rewrite_option is None else layout_rewrite_option)
 
     def instantiate(self, config=None):
         """``(schedule, tensors)`` of a :class:`State`; anything else (as the measurement's
         reference request) gives the unscheduled computation, or on a GPU target its
-        simplest GPU schedule (:func:`.sketch_gpu.reference_state`)."""
+        simplest GPU schedule (:func:`.sketch_gpu.reference_state`). With a layout
+        rewrite option, a state's layout-free weights are re-laid out by a stage of the
+        kernel (``INSERT_TRANSFORM_STAGE`` for both options), so that every candidate
+        takes the same arguments as the reference it is checked against."""
         if isinstance(config, State):
-            state = config
-        elif is_cuda_target(self.target):
+            measured = (LayoutRewriteOption.NO_REWRITE
+                        if self.layout_rewrite_option == LayoutRewriteOption.NO_REWRITE
+                        else LayoutRewriteOption.INSERT_TRANSFORM_STAGE)
+            return self.compute_dag.apply_steps_from_state(config, measured)
+        if is_cuda_target(self.target):
             state = reference_state(self.compute_dag)
         else:
             state = self.compute_dag.init_state()
@@ -87,12 +97,17 @@ class SearchTask:
 
     def apply_best(self, log_file: str, include_compatible: bool = False,
                    layout_rewrite_option=None):
-        """``(schedule, tensors)`` of the fastest record of this task in ``log_file``."""
+        """``(schedule, tensors)`` of the fastest record of this task in ``log_file``,
+        its layout-free weights rewritten as ``layout_rewrite_option`` (default: the
+        task's) says; with ``REWRITE_FOR_PRE_TRANSFORMED`` a weight's argument is the
+        weight in its new layout, ``compute_dag.layout_rewrites(state)[i].transform(w)``."""
         record = load_best_record(log_file, self.workload_key, self.target)
         if record is None:
             raise RuntimeError(f"apply_best: {log_file} has no valid record of "
                                f"{self.workload_key} on {self.target}")
-        return self.compute_dag.apply_steps_from_state(record[0].state)
+        option = (self.layout_rewrite_option if layout_rewrite_option is None
+                  else LayoutRewriteOption(layout_rewrite_option))
+        return self.compute_dag.apply_steps_from_state(record[0].state, option)
 
     def print_best(self, log_file: str, print_mode: str = "schedule") -> str:
         """The steps of the best record (printed and returned)."""

@@ -24,6 +24,11 @@ Annotation is part of the sketch: the ``S0`` loops of each root stage are fused 
 parallel with an ``auto_unroll_max_step`` pragma, the innermost spatial tile is vectorized;
 a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last.
 
+A tiled stage's tile sizes are bounded by the target's CPU (:func:`cpu_budget`, read from
+``kiln.target``, no per-machine constant): its vectorized innermost tile is drawn in whole
+vectors where the extent allows, its innermost ``S3`` tile holds at most half the vector
+registers of accumulators, its ``S2 S3`` tile at most the L1 data cache.
+
 These are the CPU rules; a ``cuda`` target gets the GPU rules of :mod:`.sketch_gpu`.
 """
 
@@ -31,8 +36,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
 
 from kiln.autotvm.measure.cuda import is_cuda_target
+from kiln.target import Target
+from kiln.target.memory import host_memory
 
 from .compute_dag import ComputeDAG
 from .loop_state import (
@@ -52,6 +62,8 @@ __all__ = ["Sketch", "generate_sketches"]
 
 #: the largest extent a skipped stage's last loop is vectorized with
 MAX_VECTORIZE_EXTENT = 64
+#: the values of ``auto_unroll_max_step`` the search picks from (Ansor's CPU choices)
+UNROLL_CHOICES = (0, 16, 64, 512)
 
 
 @dataclass
@@ -62,13 +74,18 @@ class Sketch:
     ``i``'s one length the product of those levels' lengths (the threads of a block that
     fetch a shared tile together); ``limits`` are ``(((j, level), ...), bound)``: the
     product of those lengths is at most ``bound`` (threads per block, virtual threads);
-    ``rules`` names the rule applied to each stage."""
+    ``rules`` names the rule applied to each stage; ``unroll_choices`` are the values an
+    open unroll limit takes; ``vector_lanes[i]``: split ``i``'s innermost level is
+    vectorized, drawn as a multiple of that many lanes (the target's) where the extent
+    allows."""
 
     steps: list
     follows: dict = field(default_factory=dict)
     rules: list = field(default_factory=list)
     fused_follows: dict = field(default_factory=dict)
     limits: list = field(default_factory=list)
+    unroll_choices: tuple[int, ...] = UNROLL_CHOICES
+    vector_lanes: dict = field(default_factory=dict)
 
     def allows(self, tiles: dict) -> bool:
         """Whether the tile sizes ``tiles`` (split -> full factorization) keep every
@@ -112,17 +129,39 @@ def root_loops(op) -> list[tuple[str, int, bool]]:
             for k, iv in enumerate(axes)]
 
 
-def generate_sketches(dag: ComputeDAG, target: str = "llvm") -> list[Sketch]:
+def generate_sketches(dag: ComputeDAG, target: str = "llvm", hardware_params=None
+                      ) -> list[Sketch]:
     """The sketches of ``dag`` (module docstring; for a ``cuda`` target the GPU rules of
-    :mod:`.sketch_gpu`), at least one."""
+    :mod:`.sketch_gpu`, within ``hardware_params``' limits), at least one."""
     if is_cuda_target(target):
         from .sketch_gpu import generate_gpu_sketches  # its rules build on this module's
 
-        return generate_gpu_sketches(dag, target)
+        return generate_gpu_sketches(dag, target, hardware_params)
     partials = [PartialSketch(dag)]
     for op in reversed(dag.compute_ops):
         partials = [q for p in partials for q in _expand(p, op)]
-    return [_finish(p) for p in partials]
+    budget = cpu_budget(target, np.dtype(dag.outputs[0].dtype).itemsize)
+    return [_finish(p, budget) for p in partials]
+
+
+class CPUBudget(NamedTuple):
+    """What the target's CPU gives a multi-level tiling, in elements of the computation's
+    type: ``lanes`` of a vector, ``register_tile`` accumulators of the innermost tile (the
+    ``S3`` levels: half the vector registers, the rest holding operands), ``cache_tile``
+    elements of the ``S2 S3`` tile (the L1 data cache)."""
+
+    lanes: int
+    register_tile: int
+    cache_tile: int
+
+
+def cpu_budget(target: str, itemsize: int) -> CPUBudget:
+    """The :class:`CPUBudget` of ``target``'s CPU (``kiln.target``) for ``itemsize``-byte
+    elements."""
+    cpu = Target(target).cpu
+    lanes = cpu.vector_lanes(itemsize)
+    l1 = host_memory().caches[0].size_bytes
+    return CPUBudget(lanes, max(lanes, cpu.vector_registers // 2 * lanes), l1 // itemsize)
 
 
 def _expand(p: PartialSketch, op) -> list[PartialSketch]:
@@ -276,12 +315,20 @@ def _cache_write_and_tile(p: PartialSketch, op) -> PartialSketch:
     return _tile_with_fusion(p, step.new_stage, loops, name)
 
 
-def _finish(p: PartialSketch) -> Sketch:
-    """Add the annotation steps: parallel outer loops, unroll pragma, vectorize."""
+def _finish(p: PartialSketch, budget: CPUBudget) -> Sketch:
+    """Add the annotation steps: parallel outer loops, unroll pragma, vectorize; a split
+    whose innermost level is vectorized draws it as a multiple of the vector lanes
+    (:attr:`Sketch.vector_lanes`), and each multi-level tiling keeps its innermost tile
+    within ``budget`` (:func:`_tile_limits`)."""
+    lanes = budget.lanes
+    vector_lanes = {}
     for stage, outer, inner in p.annotations:
         _parallel(p, stage, outer, pragma=True)
         for name in inner:
             p.add(AnnotationStep(stage, name, "vectorize"))
+            split = _innermost_split(p, stage, name)
+            if split is not None:
+                vector_lanes[p.follows.get(split, split)] = lanes
     for stage, role in p.role.items():
         if role != "skip":
             continue
@@ -292,7 +339,29 @@ def _finish(p: PartialSketch) -> Sketch:
         _parallel(p, stage, outer, pragma=False)
         if vectorize:
             p.add(AnnotationStep(stage, spatial[-1][0], "vectorize"))
-    return Sketch(p.steps, p.follows, p.rules)
+    return Sketch(p.steps, p.follows, p.rules, limits=_tile_limits(p, budget),
+                  vector_lanes=vector_lanes)
+
+
+def _tile_limits(p: PartialSketch, budget: CPUBudget) -> list:
+    """The limits of every stage tiled ``S0 S1 S2 S3`` (its spatial splits in four): the
+    product of its ``S3`` lengths at most ``budget.register_tile``, of its ``S2 S3``
+    lengths at most ``budget.cache_tile``."""
+    by_stage: dict[str, list[int]] = {}
+    for i, s in enumerate(p.steps):
+        if isinstance(s, SplitStep) and len(s.lengths) == 3 and i not in p.follows:
+            by_stage.setdefault(s.stage, []).append(i)
+    limits = []
+    for splits in by_stage.values():
+        limits.append((tuple((i, 3) for i in splits), budget.register_tile))
+        limits.append((tuple((i, k) for i in splits for k in (2, 3)), budget.cache_tile))
+    return limits
+
+
+def _innermost_split(p: PartialSketch, stage: str, loop: str) -> int | None:
+    """The split step of ``stage`` whose innermost level is ``loop``, or None."""
+    return next((i for i, s in enumerate(p.steps) if isinstance(s, SplitStep)
+                 and s.stage == stage and loop == f"{s.iter}.{len(s.lengths)}"), None)
 
 
 def _parallel(p: PartialSketch, stage: str, outer: list[str], pragma: bool) -> None:

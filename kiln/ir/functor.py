@@ -14,6 +14,10 @@ from .stmt import Allocate, AttrStmt, For, LetStmt
 
 # Fields the generic traversal does not descend into: they name things, they do not hold IR.
 _OPAQUE = (IterVar, CommReducer)
+# What a field holding IR is, for the visitor and the mutator (a tuple of types is checked
+# faster than a union).
+_VISITED = (Node, tuple, list)
+_MUTATED = (Node, tuple)
 
 
 def _all_slots(cls) -> tuple[str, ...]:
@@ -70,10 +74,11 @@ class Visitor:
             self.visit(x)
 
     def generic_visit(self, node: Node) -> None:
+        visit = self.visit
         for f in node._fields:
             v = getattr(node, f)
-            if isinstance(v, Node | tuple | list):
-                self.visit(v)
+            if isinstance(v, _VISITED):
+                visit(v)
 
 
 class Mutator:
@@ -104,7 +109,7 @@ class Mutator:
         changes = {}
         for f in node._fields:
             v = getattr(node, f)
-            if isinstance(v, Node | tuple):
+            if isinstance(v, _MUTATED):
                 nv = self.visit(v)
                 if nv is not v:
                     changes[f] = nv

@@ -3,7 +3,8 @@ layout, layout-agnostic operators carried in it, ``layout_transform`` only at bo
 
 What the pass guarantees:
 
-* every float32 3x3 stride-1 ``conv2d`` where ``topi.nn.winograd_tile`` says Winograd pays
+* every float32 3x3 stride-1 ``conv2d`` of a constant batch where ``topi.nn.winograd_tile``
+  says Winograd pays (the batch counts: its images share the tiles' batched product)
   becomes ``conv2d_winograd_NCHWc`` (its weights transformed here, at compile time, to
   ``[m+2, m+2, O/ob, I, ob]``; ``WINOGRAD = False`` turns this off);
 * every other ``conv2d`` with constant weights and ``groups == 1`` becomes ``conv2d_NCHWc``, and
@@ -34,6 +35,8 @@ What the pass guarantees:
   number of rows below one register block (``dense_pack_rows``, a classifier's single
   row), which keeps ``dense`` (its schedule splits the reduction across vector lanes:
   more independent FMA chains than a block of a few rows has);
+* int8 convolutions and the 8-bit operators between them keep their activations blocked
+  (the rules of :mod:`.qnn_layout`), and so do bf16 convolutions (:mod:`.bf16_layout`);
 * any other operator (flatten, reshape, softmax, grouped convolutions ...) and every
   graph output read ``NCHW``: a ``layout_transform`` back is inserted once per tensor.
 
@@ -51,8 +54,10 @@ from kiln.target import current_cpu
 from kiln.topi.nn.winograd import winograd_tile, winograd_weight_transform
 from kiln.topi.x86.packed_dense import dense_pack_block, dense_pack_rows, pack_dense_weight
 
+from .bf16_layout import BF16_RULES
 from .graph import Graph, Node, call, const
 from .op import np_layout_transform
+from .qnn_layout import QNN_RULES
 
 #: operators computed element by element (any layout works)
 UNARY = {"relu", "clip", "sigmoid", "tanh", "leaky_relu"}
@@ -168,14 +173,15 @@ WINOGRAD = True
 
 
 def _winograd_tile(n: Node, w: Node) -> int | None:
-    """F(m x m, 3 x 3)'s ``m`` for a float32 3x3 stride-1 undilated convolution where it
-    pays, else None."""
+    """F(m x m, 3 x 3)'s ``m`` for a float32 3x3 stride-1 undilated convolution of a constant
+    batch (folded into ``conv2d_winograd_NCHWc``'s tiles) where it pays, else None."""
     a = n.attrs
-    if not WINOGRAD or w.shape[2:] != (3, 3) or n.dtype != "float32":
+    if not WINOGRAD or not isinstance(n.shape[0], int) or w.shape[2:] != (3, 3) \
+            or n.dtype != "float32":
         return None
     if tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1):
         return None
-    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0])
+    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0], batch=n.shape[0])
 
 
 def _conv(p: _Packer, n: Node) -> bool:
@@ -300,6 +306,10 @@ def alter_op_layout(graph: Graph) -> Graph:
             p.put(n, n, 0)
             continue
         if n.op == "conv2d" and _conv(p, n):
+            continue
+        if n.op in QNN_RULES and QNN_RULES[n.op](p, n):  # 8-bit tensors: .qnn_layout
+            continue
+        if n.op in BF16_RULES and BF16_RULES[n.op](p, n):  # bf16 convolutions: .bf16_layout
             continue
         if (n.op in UNARY or n.op in BINARY or n.op == "bias_add") and _elementwise(p, n):
             continue

@@ -2,8 +2,11 @@
 :func:`kiln.relay.mixed_precision.to_mixed_precision` (docs/precision.md):
 
 * ``conv2d_bf16(x, weight_bits[, bias], kernel_size, channels, strides, padding,
-  dilation)``: NCHW float32 in and out, the weight packed as bf16 bits
-  (``kiln.topi.x86.bf16.pack_conv2d_weight``);
+  dilation[, out_layout])``: float32 in (NCHW, or ``NCHW{b}c``: its rank says which) and
+  out (``out_layout``, NCHW by default; ``NCHW{b}c`` for a direct convolution, as the
+  layout pass sets it: :mod:`.bf16_layout`), the weight packed as bf16 bits for the kernel
+  its shape and strides select (``kiln.topi.x86.bf16.pack_conv2d_weight``: direct or
+  im2col);
 * ``dense_bf16(x, weight_bits[, bias], units)``: ``[M, K]`` float32 in, ``[M, units]`` out,
   the weight packed by ``kiln.topi.x86.bf16.pack_dense_weight``;
 * ``bf16_round(x)``: float32 ``x`` rounded to bf16 (to nearest even), as its bits
@@ -15,6 +18,8 @@ The first two compute in bf16 with float32 accumulation (``kiln.topi.x86.bf16``)
 
 from __future__ import annotations
 
+import re
+
 from kiln import te
 from kiln.topi.x86 import bf16
 from kiln.topi.x86.bf16_intrin import round_to_bf16
@@ -24,10 +29,20 @@ def _bias(ts: list[te.Tensor]) -> te.Tensor | None:
     return ts[2] if len(ts) > 2 else None
 
 
+def _out_block(layout: str) -> int:
+    """The channel block of ``NCHW{b}c`` (0 for ``NCHW``)."""
+    found = re.fullmatch(r"NCHW(?:(\d+)c)?", layout)
+    if found is None:
+        raise NotImplementedError(f"conv2d_bf16: out_layout {layout!r}; only NCHW or "
+                                  f"NCHW{{b}}c")
+    return int(found.group(1) or 0)
+
+
 def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
     """The ``conv2d_bf16`` compute."""
     return bf16.conv2d_bf16_nchw(ts[0], ts[1], _bias(ts), a["kernel_size"], a["channels"],
-                                 a["strides"], tuple(a["padding"]), a["dilation"])
+                                 a["strides"], tuple(a["padding"]), a["dilation"],
+                                 _out_block(a.get("out_layout", "NCHW")))
 
 
 def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:

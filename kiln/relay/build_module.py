@@ -24,6 +24,7 @@ from .alter_layout import alter_op_layout
 from .combine_layer_norm import combine_layer_norm
 from .execution_plan import execution_plan
 from .graph import Graph, Module
+from .head_layout import fold_head_transpose
 from .horizontal_fusion import Kernel, horizontal_fusion, is_enabled
 from .kernel_cache import CompiledKernel, build_kernels
 from .mixed_precision import apply_configured, precision_context
@@ -65,7 +66,7 @@ def optimize_and_fuse(mod, params, target: Target) -> tuple[Graph, list[T.Group]
         g = apply_configured(g, target)
         if (target.is_cpu and ctx.opt_level >= 3
                 and "AlterOpLayout" not in ctx.disabled_pass):
-            g = alter_op_layout(g)
+            g = fold_head_transpose(alter_op_layout(g))
         return g, T.fuse_ops(g, 3 if ctx.opt_level >= 1 else 0)
 
 

@@ -7,18 +7,23 @@ inception block, the inputs of a concat, parallel projections) into one
 (``s.create_fused_loop``, docs/fused_loop.md; the op strategy schedules it,
 :func:`.strategy.select_implementations`).
 
-The cost rule is the x86 schedules' own rule for a parallel loop (``topi.x86``'s
-``worth_parallel``: at least :data:`PARALLEL_WORK` inner-loop iterations), applied to the
-branches together. A group is *small* when its work (multiply-adds, or output elements
-for a group without reduction; :func:`group_work`) is below :data:`PARALLEL_WORK`: its hand
-schedule runs it on one thread, leaving the other cores idle. The small groups of one depth
-are fused when together they reach :data:`PARALLEL_WORK` (below that, the fork/join of
-the fused loop costs more than running them one after another saves) and no branch holds
-more than half of their work (else one thread runs nearly everything: the largest group
-keeps its kernel and the rule is tried on the rest). Branches run most expensive first
-(the parallel loop hands out the expensive ones first). Large groups keep their kernels:
-their own parallel loops already use every core, and their hand schedules (register
-tiles, vectorized channel blocks) beat the plain loops of a fused branch.
+A group is *small* when its work (multiply-adds, or output elements for a group without
+reduction; :func:`group_work`) is below :data:`PARALLEL_WORK`, the x86 schedules' own
+threshold for a parallel loop (``topi.x86``'s ``worth_parallel``): its hand schedule runs it
+on one thread, leaving the other cores idle. Large groups keep their kernels: their own
+parallel loops already use every core.
+
+The cost rule (:func:`pays`) compares, in units of work, the small groups of one depth run
+one after another on one thread (the sum of their work) with the fused kernel: one
+fork/join (:data:`FORK_JOIN_WORK`) plus the time of the busiest thread when the fused
+loop's rows (each group's first dimension, :class:`Branch`) are handed out most expensive
+first to :func:`~kiln.topi.x86._common.num_threads` threads (:func:`makespan`). A fused
+branch runs plain loops (its channel block vectorized, no register tiles), so the work of a
+group whose hand schedule is a register-blocked vectorized kernel (:data:`REGISTER_BLOCKED`)
+counts :data:`LOST_VECTORIZATION` times in the fused kernel. The groups are fused when the
+fused kernel costs less; else the largest keeps its kernel and the rule is tried on the rest.
+Branches run most expensive first (the parallel loop hands out the expensive ones first).
+On one thread nothing is fused (the fused loop would save nothing and pay the fork/join).
 
 A group whose workload has a tuned record in the active ``autotvm.apply_history_best``
 context (:func:`tuned_template`) keeps its kernel too, logged at debug level: its tuned
@@ -42,6 +47,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kiln.autotvm.task.dispatcher import has_tuned_config
@@ -49,7 +55,7 @@ from kiln.autotvm.task.relay_integration import TUNABLE_OPS, workload_of
 from kiln.ir.transform import PassContext
 from kiln.target import Target
 from kiln.te.tensor import ComputeOp, PlaceholderOp
-from kiln.topi.x86._common import PARALLEL_MIN_ELEMS
+from kiln.topi.x86._common import PARALLEL_MIN_ELEMS, num_threads
 
 from .graph import Node
 from .strategy import group_compute
@@ -58,9 +64,26 @@ from .transform import Group
 logger = logging.getLogger(__name__)
 
 #: the work (multiply-adds, or output elements) from which a kernel takes a parallel loop
-#: (``topi.x86``'s ``worth_parallel``): below it a group is small, and small groups are
-#: fused when together they reach it
+#: (``topi.x86``'s ``worth_parallel``): below it a group is small (one thread runs it) and
+#: may become a branch of a fused kernel
 PARALLEL_WORK = 4 * PARALLEL_MIN_ELEMS
+
+#: the cost of the fused kernel's fork/join, in work units (multiply-adds of a hand schedule
+#: on one core): the x86 rule's break-even (a parallel loop of :data:`PARALLEL_WORK` split
+#: over two threads saves half of it), and measured: the inception block's fused kernel
+#: (c=32, 8x8) on two threads minus its loops' time on one, 0.9 us, at the 37
+#: multiply-adds/ns of its branches' hand schedules (docs/fused_loop.md, "When fusion pays")
+FORK_JOIN_WORK = PARALLEL_WORK // 2
+
+#: how many times slower a fused branch runs the work of a group whose hand schedule is a
+#: register-blocked vectorized kernel (:data:`REGISTER_BLOCKED`): measured on the inception
+#: block's three 1x1 convolutions and layout transform, one thread, 3.7 us fused against
+#: 2.2 us in their own kernels, call overheads (0.2 us each) taken out
+LOST_VECTORIZATION = 1.65
+
+#: the anchors whose x86 hand schedule is a register-blocked vectorized kernel (the
+#: ``topi.x86`` templates of :data:`~kiln.autotvm.task.relay_integration.TUNABLE_OPS`)
+REGISTER_BLOCKED = frozenset(TUNABLE_OPS)
 
 #: the ``PassContext.config`` key that switches the pass off (``False``)
 CONFIG_KEY = "relay.horizontal_fusion"
@@ -90,6 +113,29 @@ class HorizontalGroup:
 
 #: what ``relay.build`` compiles into one kernel
 Kernel = Group | HorizontalGroup
+
+
+@dataclass(frozen=True)
+class Branch:
+    """What the cost rule knows of a small group: its ``work`` (:func:`group_work`), the
+    ``rows`` the fused loop hands out (its output's first dimension) and whether its hand
+    schedule is register-blocked (:data:`REGISTER_BLOCKED`)."""
+
+    group: Group
+    work: int
+    rows: int = 1
+    register_blocked: bool = False
+
+    @property
+    def fused_work(self) -> float:
+        """Its work as a branch of the fused loop (plain loops)."""
+        return self.work * (LOST_VECTORIZATION if self.register_blocked else 1)
+
+
+def branch_of(group: Group, work: int) -> Branch:
+    """The :class:`Branch` of a small group of ``work``."""
+    rows = int(group.output.shape[0]) if group.output.shape else 1
+    return Branch(group, work, rows, any(n.op in REGISTER_BLOCKED for n in group.nodes))
 
 
 def is_enabled(ctx: PassContext, target: Target) -> bool:
@@ -149,7 +195,7 @@ def horizontal_fusion(groups: list[Group], views: dict[int, int] | None = None,
     views = views or {}
     target = target or Target("llvm")
     depth = group_depths(groups, views)
-    small: dict[int, list[tuple[int, Group]]] = {}
+    small: dict[int, list[Branch]] = {}
     for g in groups:
         work = group_work(g)
         if work is None or work >= PARALLEL_WORK:
@@ -161,13 +207,14 @@ def horizontal_fusion(groups: list[Group], views: dict[int, int] | None = None,
                          "output; a fused branch's rows are handed out by the fused loop",
                          g.describe(), template)
             continue
-        small.setdefault(depth[id(g)], []).append((work, g))
+        small.setdefault(depth[id(g)], []).append(branch_of(g, work))
     kernel_of: dict[int, Kernel] = {id(g): g for g in groups}
+    threads = num_threads()
     for members in small.values():
-        members.sort(key=lambda wg: -wg[0])  # stable: ties keep the run order
-        branches = pays(members)
+        members.sort(key=lambda b: -b.work)  # stable: ties keep the run order
+        branches = pays(members, threads)
         if branches:
-            fused = HorizontalGroup(branches)
+            fused = HorizontalGroup([b.group for b in branches])
             for g in fused.groups:
                 kernel_of[id(g)] = fused
     return _run_order(groups, kernel_of, views)
@@ -183,17 +230,31 @@ def tuned_template(group: Group, target: Target) -> str | None:
     return None
 
 
-def pays(members: list[tuple[int, Group]]) -> list[Group]:
-    """The groups of ``members`` (``(work, group)``, most work first) worth fusing: all but
-    the largest ones that hold more than half of the others' work together, when two or more
-    remain whose work reaches :data:`PARALLEL_WORK`; else none."""
-    total = sum(work for work, _ in members)
-    k = 0
-    while k < len(members) and 2 * members[k][0] > total:
-        total -= members[k][0]
-        k += 1
-    rest = members[k:]
-    return [g for _, g in rest] if len(rest) >= 2 and total >= PARALLEL_WORK else []
+def pays(members: Sequence[Branch], threads: int) -> list[Branch]:
+    """The branches of ``members`` (most work first) worth fusing on ``threads`` threads:
+    the first suffix of two or more whose fused kernel (:func:`fused_cost`) costs less than
+    running them one after another on one thread (the sum of their work); none if no
+    suffix does. Dropping the largest branches first keeps a dominant one in its kernel."""
+    for k in range(len(members) - 1):
+        rest = members[k:]
+        if fused_cost(rest, threads) < sum(b.work for b in rest):
+            return list(rest)
+    return []
+
+
+def fused_cost(branches: Sequence[Branch], threads: int) -> float:
+    """The fused kernel's cost in work units: its fork/join and its busiest thread."""
+    rows = [b.fused_work / b.rows for b in branches for _ in range(b.rows)]
+    return FORK_JOIN_WORK + makespan(rows, threads)
+
+
+def makespan(costs: Sequence[float], threads: int) -> float:
+    """The busiest thread's total when ``costs`` are handed out most expensive first, each
+    to the least loaded of ``threads`` threads (a parallel loop's dynamic schedule)."""
+    loads = [0.0] * max(1, threads)
+    for c in sorted(costs, reverse=True):
+        heapq.heapreplace(loads, loads[0] + c)
+    return max(loads)
 
 
 def _run_order(groups: list[Group], kernel_of: dict[int, Kernel],

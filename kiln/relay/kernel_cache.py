@@ -102,17 +102,17 @@ def build_kernels(kernels: list[Kernel], names: list[str], target: Target
         for kernel, name in zip(kernels, names, strict=True):
             key = kernel_key(kernel, context)
             entry = object_entry(key, flags=flags, name=name) if key else None
-            info = _cached_record(entry, records)
+            info, inputs = _cached_record(entry, records), None
             if info is None:  # lowered now, compiled while the next kernel is lowered
-                info = _lower(kernel, f"kiln_k{key[:16]}" if key else name, target)
+                info, inputs = _lower(kernel, f"kiln_k{key[:16]}" if key else name, target)
                 entry = entry or object_entry(_sha256(info["source"]), flags=flags, name=name)
                 if entry.key not in records:
                     builds.append(pool.submit(compile_object, entry, info["source"],
                                               flags=flags, info=info))
             records.setdefault(entry.key, (entry, info))
-            for fn in info["functions"]:
+            for k, fn in enumerate(info["functions"]):
                 aliases[name + fn["suffix"]] = info["symbol"] + fn["suffix"]
-                compiled.append(_compiled(kernel, name, fn))
+                compiled.append(_compiled(kernel, name, fn, inputs[k] if inputs else None))
         for b in builds:
             b.result()  # a compiler error propagates
     return backend.link([e for e, _ in records.values()], aliases,
@@ -131,10 +131,11 @@ def _cached_record(entry: CacheEntry | None, records: dict[str, tuple[CacheEntry
     return info if info and {"symbol", "source", "functions"} <= info.keys() else None
 
 
-def _lower(kernel: Kernel, symbol: str, target: Target) -> dict:
+def _lower(kernel: Kernel, symbol: str, target: Target) -> tuple[dict, list[list[Node]]]:
     """The record of ``kernel`` scheduled, lowered and written as C now, its packed
     function named ``symbol``: the symbol, the C source and each function's name suffix,
-    group (-1: the whole kernel) and schedule."""
+    group (-1: the whole kernel) and schedule; and each function's input nodes (a weight
+    an auto_scheduler state re-laid out is a new constant)."""
     backend = backend_for(target)
     impls = select_implementations(kernel, symbol, target)
     source = backend.kernel_source(target_phases([i.func for i in impls], backend), target)
@@ -142,15 +143,18 @@ def _lower(kernel: Kernel, symbol: str, target: Target) -> dict:
     return {"symbol": symbol, "source": source, "functions": [
         {"suffix": impl.func.name[len(symbol):],
          "group": next((k for k, g in enumerate(groups) if g is impl.group), -1),
-         "schedule": impl.schedule_name, "tuned": impl.tuned} for impl in impls]}
+         "schedule": impl.schedule_name, "tuned": impl.tuned} for impl in impls]}, \
+        [impl.inputs for impl in impls]
 
 
-def _compiled(kernel: Kernel, name: str, fn: dict) -> CompiledKernel:
+def _compiled(kernel: Kernel, name: str, fn: dict, inputs: list[Node] | None = None
+              ) -> CompiledKernel:
     """The packed function ``fn`` of a kernel's record, in the graph where ``kernel`` is
-    named ``name``."""
+    named ``name``; its arguments ``inputs`` (as lowered now), else its group's external
+    inputs (a cached record)."""
     group = kernel if fn["group"] < 0 else kernel.groups[fn["group"]]
-    return CompiledKernel(name + fn["suffix"], group, external_inputs(group), fn["schedule"],
-                          fn["tuned"])
+    return CompiledKernel(name + fn["suffix"], group, inputs or external_inputs(group),
+                          fn["schedule"], fn["tuned"])
 
 
 def kernel_key(kernel: Kernel, context: str | None) -> str | None:

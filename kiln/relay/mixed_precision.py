@@ -7,16 +7,19 @@ The pass rewrites
     conv2d(x, W[, bias])                   (groups == 1, W a constant)  -> conv2d_bf16
     dense(x, W[, bias]), matmul(x, W)      (x [..., K], W a constant)   -> dense_bf16
 
-where the reduction has at least :data:`MIN_REDUCTION` (1024; dense layers
+where the reduction has at least :data:`MIN_REDUCTION` (1024; convolutions with a kernel
+larger than 1x1 :data:`MIN_SPATIAL_REDUCTION`, 576; dense layers
 :data:`MIN_DENSE_REDUCTION`, 768) terms and the shapes are static (the others stay
 float32), with ``W`` rounded to bf16 (to nearest even) and packed once, at compile time, in
-the layout of the x86 kernels (``kiln.topi.x86.bf16``). Their inputs and outputs stay
-float32: each kernel rounds its input to bf16 as it packs it, sums
+the layout of the x86 kernel its shape and strides select (``kiln.topi.x86.bf16``: direct
+or im2col). Their inputs and outputs stay float32: each kernel rounds its input to bf16 as
+it packs it, sums
 exact bf16 products in float32 and adds the float32 bias, so everything else (batch norms
 folded before, residual adds, relu, pooling, depthwise and grouped convolutions, softmax)
 computes in float32 as before. A tensor that only bf16 convolutions read (a ResNet block's
 inner activation) is rounded to bf16 once, in the tail of the kernel that computes it
-(:func:`bf16_activations`), and stored as bf16.
+(:func:`bf16_activations`), and stored as bf16; the layout pass then keeps the
+activations of chains of direct bf16 convolutions in a blocked layout (:mod:`.bf16_layout`).
 Guarantee: each rewritten operator equals the float32 operator on bf16-rounded operands up
 to float32 summation error.
 
@@ -44,8 +47,18 @@ CONFIG_KEY = "relay.ToMixedPrecision.mixed_precision_type"
 #: MobileNetV2 with every convolution converted ran 2.3x slower than in float32; ResNet-18
 #: ran at 0.83x of float32 converting K >= 1024, 0.89x also converting its 56x56 layers,
 #: K = 576; one thread, the one-stage kernels: 15.3 ms converting K >= 1024, 15.2 ms
-#: K >= 576, 16.6 ms K >= 128)
+#: K >= 576, 16.6 ms K >= 128; CPU time of one thread with the direct convolutions: 12.0 ms
+#: converting K >= 1024, 12.3 ms also converting the 56x56 layers, direct too)
 MIN_REDUCTION = 1024
+#: the same for convolutions with a kernel larger than 1x1, since the layout pass keeps the
+#: activations of direct ones blocked (:mod:`.bf16_layout`): ResNet-18's 56x56 layers and
+#: the stride-2 3x3 layer after them (576) pay then (CPU time of one thread, ResNet-18,
+#: best of 11 x 5 runs interleaved, two runs: 12.1 and 11.6 ms converting them, 12.7 and
+#: 12.0 ms at 1024 before the blocked layout, 13.7 and 12.7 ms at 1024 blocked; 12.8 ms
+#: converting only the direct ones, the stride-2 layer then writing bf16 from a float32
+#: kernel). Pointwise layers keep :data:`MIN_REDUCTION` (MobileNetV2's 576- and 960-input
+#: projections: not measured)
+MIN_SPATIAL_REDUCTION = 576
 #: the same for dense layers, whose only packing is rounding the ``M x K`` rows, next to
 #: ``M x N x K`` products, and no layout change (measured, one thread: a 2-layer BERT-base
 #: encoder, seq 128, took 28.6 ms converting only its 3072-input projections, 17.3 ms
@@ -75,12 +88,15 @@ def precision_context(precision: str) -> PassContext:
 
 
 def _conv2d(n: Node, xs: list[Node]) -> Node | None:
-    w = xs[1]
-    if not w.is_const or w.value.ndim != 4 or n.attrs.get("groups", 1) != 1 \
-            or n.attrs.get("depthwise_layout") or w.value[0].size < MIN_REDUCTION:
+    w, a = xs[1], n.attrs
+    if not w.is_const or w.value.ndim != 4 or a.get("groups", 1) != 1 \
+            or a.get("depthwise_layout"):
         return None
-    a = n.attrs
-    return call("conv2d_bf16", [xs[0], const(pack_conv2d_weight(w.value), f"{n.name}_w_bf16"),
+    spatial = w.shape[2:] != (1, 1)
+    if w.value[0].size < (MIN_SPATIAL_REDUCTION if spatial else MIN_REDUCTION):
+        return None
+    packed = pack_conv2d_weight(w.value, a["strides"])
+    return call("conv2d_bf16", [xs[0], const(packed, f"{n.name}_w_bf16"),
                                 *xs[2:]], name=n.name, kernel_size=tuple(w.shape[2:]),
                 channels=w.shape[0], strides=a["strides"], padding=a["padding"],
                 dilation=a["dilation"])

@@ -131,7 +131,9 @@ OPS: dict = {
                lambda v, a: v[0] @ v[1]),
     # dense with its weight packed by the x86 layout pass (``topi.x86.dense_pack``)
     "dense_pack": (lambda ts, a: topi.x86.dense_pack(ts[0], ts[1], ts[2] if len(ts) > 2 else None,
-                                                     units=a["units"]),
+                                                     units=a["units"],
+                                                     data_layout=a.get("data_layout"),
+                                                     out_layout=a.get("out_layout")),
                    OUT_ELEMWISE_FUSABLE, None),
     "bias_add": (_bias_add, BROADCAST, None),
     "add": (lambda ts, a: topi.add(ts[0], ts[1]), BROADCAST, lambda v, a: v[0] + v[1]),
@@ -176,6 +178,7 @@ OPS: dict = {
     "qnn.dequantize": (qnn.dequantize, BROADCAST, qnn.np_dequantize),
     "qnn.conv2d": (qnn.conv2d, OUT_ELEMWISE_FUSABLE, None),
     "qnn.dense": (qnn.dense, OUT_ELEMWISE_FUSABLE, None),
+    "qnn.add": (qnn.add, ELEMWISE, qnn.np_add),
     # bf16 operators (relay.build(..., precision="bf16"); docs/precision.md)
     "conv2d_bf16": (bf16_ops.conv2d, OUT_ELEMWISE_FUSABLE, None),
     "dense_bf16": (bf16_ops.dense, OUT_ELEMWISE_FUSABLE, None),

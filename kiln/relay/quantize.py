@@ -14,9 +14,19 @@ sy)`` fused into the kernel. Constant weights (per tensor or per output channel,
 point subtracted at compile time; they must then fit int8) are packed for convolutions in
 the blocked layout of their VNNI kernel (``kiln.topi.x86.int8.pack_conv2d_weight``).
 Guarantee: the result equals onnxruntime's QLinearConv / QLinearMatMul on the same operands
-(float32 multiplier, round half to even, saturation). Anything else (grouped convolutions,
-per-channel activations, computed weights) is left as it is: the float operators between
-dequantize and quantize, which compute the same values up to rounding.
+(float32 multiplier, round half to even, saturation).
+
+Two more patterns keep 8-bit tensors 8-bit, bit for bit as their float form:
+
+    quantize([relu](add(dequantize(a_q), dequantize(b_q))))  ->  qnn.add(a_q, b_q)
+    quantize(max_pool2d(dequantize(x_q)))  ->  max_pool2d(x_q)   (the same scale, zero point)
+
+(the max of dequantized values is the dequantized max, and quantizing a dequantized value
+at its own scale gives it back). A residual add then reads its operands as bytes in the
+producing convolution's kernel instead of a float copy made by a kernel of its own.
+Anything else (grouped convolutions, per-channel activations, computed weights) is left as
+it is: the float operators between dequantize and quantize, which compute the same values
+up to rounding.
 """
 
 from __future__ import annotations
@@ -178,20 +188,54 @@ def _rewrite_quantized(q: Node, m: dict, x_q: Node) -> Node | None:
     return call("qnn.dense", ops, name=anchor.name, **common)
 
 
+def _dequantized_8bit(n: Node) -> tuple[Node, float, int] | None:
+    """``(x_q, scale, zero_point)`` of a per-tensor ``dequantize(x_q)`` of a computed 8-bit
+    ``x_q``, else None."""
+    p = _per_tensor(n) if n.op == "qnn.dequantize" else None
+    x = n.inputs[0] if p is not None else None
+    if x is None or x.is_const or x.dtype not in ("int8", "uint8"):
+        return None
+    return x, *p
+
+
+def _integer_add_or_pool(q: Node, t: Node) -> Node | None:
+    """``qnn.add`` / an 8-bit ``max_pool2d`` replacing ``q = quantize(t)`` (the patterns of
+    the module doc; ``t`` rebuilt), or None."""
+    out = _per_tensor(q)
+    if out is None:
+        return None
+    relu = t.op == "relu"
+    t = t.inputs[0] if relu else t
+    ins = [_dequantized_8bit(i) for i in t.inputs]
+    if t.op == "add" and len(ins) == 2 and None not in ins and \
+            t.inputs[0].shape == t.inputs[1].shape:
+        (a, sa, za), (b, sb, zb) = ins
+        return call("qnn.add", [a, b], name=t.name, lhs_scale=sa, lhs_zero_point=za,
+                    rhs_scale=sb, rhs_zero_point=zb, output_scale=out[0],
+                    output_zero_point=out[1], out_dtype=q.dtype, relu=relu)
+    if t.op == "max_pool2d" and not relu and ins[0] is not None and \
+            ins[0][0].dtype == q.dtype and ins[0][1:] == out:
+        return call("max_pool2d", [ins[0][0]], name=t.name, **t.attrs)
+    return None
+
+
 def fake_quantization_to_integer(graph: Graph) -> Graph:
     """``graph`` with each quantize-dequantize pattern around a convolution or dense turned
-    into an int8 kernel with fused requantization (see the module doc); run before
-    constant folding, which would fold the weights' dequantize."""
+    into an int8 kernel with fused requantization, and those around residual adds and max
+    pooling into 8-bit operators (see the module doc); run before constant folding, which
+    would fold the weights' dequantize."""
     users = graph.users()
     outs = {o.uid for o in graph.outputs}
-    matches = {q.uid: m for q in graph.nodes if q.op == "qnn.quantize"
-               and (m := _match(q, users, outs)) is not None}
-    if not matches:
+    quantizes = [q for q in graph.nodes if q.op == "qnn.quantize"]
+    if not quantizes:
         return graph
+    matches = {q.uid: m for q in quantizes if (m := _match(q, users, outs)) is not None}
 
     def fn(n, xs):
         m = matches.get(n.uid)
         if m is None:
+            if n.op == "qnn.quantize" and _single_use(n.inputs[0], users, outs):
+                return _integer_add_or_pool(n, xs[0])
             return None
         t = xs[0]  # the rebuilt pattern: walk down to its anchor, then to x_q
         while t.op != m["anchor"].op:

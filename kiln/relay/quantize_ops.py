@@ -6,14 +6,23 @@ numpy evaluations, the rows of the operator table ``op.OPS`` under the names bel
   ``zero_point`` are 0-d (per tensor) or 1-D along ``axis`` (per channel).
 * ``qnn.dequantize(x, scale, zero_point, axis=1)``: ``(x - zero_point) * scale`` in float32.
 * ``qnn.conv2d(x, weight_packed, bias_i32, multiplier, channels, strides, padding, dilation,
-  input_zero_point, output_zero_point, out_dtype, relu)`` (the weight packed by
+  input_zero_point, output_zero_point, out_dtype, relu[, out_layout])`` (NCHW or
+  ``NCHW{b}c`` data, the output in ``out_layout``: NCHW or ``NCHW{b}c``; the weight packed by
   ``kiln.topi.x86.int8.pack_conv2d_weight``) and ``qnn.dense(x, weight, bias_i32,
   multiplier, output_zero_point, out_dtype, relu)``: int8 kernels with int32 accumulation and
   requantization fused (``kiln.topi.x86.int8``); made by the graph rewrite
   :func:`kiln.relay.quantize.fake_quantization_to_integer`.
+* ``qnn.add(lhs, rhs, lhs_scale, lhs_zero_point, rhs_scale, rhs_zero_point, output_scale,
+  output_zero_point, out_dtype, relu)``: two 8-bit tensors added as the QDQ pattern
+  ``quantize([relu](dequantize(lhs) + dequantize(rhs)))`` computes it (float32 products,
+  sum and division, round half to even, saturation), the scales and zero points per tensor;
+  made by the same rewrite, so a residual add reads its 8-bit operands and fuses into the
+  producing convolution's kernel.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -71,11 +80,58 @@ def np_dequantize(v: list[np.ndarray], a: dict) -> np.ndarray:
     return (d.astype(np.float32) * _np_per_axis(scale, x.ndim, axis)).astype(np.float32)
 
 
+def _dequantized(x: te.Tensor, i: tuple, scale: float, zero_point: int) -> tir.PrimExpr:
+    return (x(*i).astype("int32") - zero_point).astype("float32") * tir.const(scale, "float32")
+
+
+def _quantized(y: tir.PrimExpr, scale: float, zero_point: int, dtype: str,
+               relu: bool) -> tir.PrimExpr:
+    lo, hi = int8.INT8_RANGE[dtype]
+    if relu:
+        y = tir.max(y, tir.const(0.0, "float32"))
+    y = y / tir.const(scale, "float32")
+    return int8.saturating_round(y, zero_point, lo, hi).astype(dtype)
+
+
+def add(ts: list[te.Tensor], a: dict) -> te.Tensor:
+    """The ``qnn.add`` compute (same-shaped operands)."""
+    lhs, rhs = ts
+    if tuple(lhs.shape) != tuple(rhs.shape):
+        raise NotImplementedError(f"qnn.add: operands of shapes {list(lhs.shape)} and "
+                                  f"{list(rhs.shape)}; only same-shaped operands")
+    return te.compute(lhs.shape, lambda *i: _quantized(
+        _dequantized(lhs, i, a["lhs_scale"], a["lhs_zero_point"])
+        + _dequantized(rhs, i, a["rhs_scale"], a["rhs_zero_point"]),
+        a["output_scale"], a["output_zero_point"], a["out_dtype"], a.get("relu", False)),
+        name="T_qnn_add", tag="elemwise")
+
+
+def np_add(v: list[np.ndarray], a: dict) -> np.ndarray:
+    """numpy ``qnn.add``: the QDQ pattern it replaces, in float32."""
+    lhs, rhs = (np_dequantize([x, np.float32(a[f"{k}_scale"]), np.int32(a[f"{k}_zero_point"])],
+                              {}) for x, k in zip(v, ("lhs", "rhs"), strict=True))
+    y = lhs + rhs
+    if a.get("relu", False):
+        y = np.maximum(y, np.float32(0))
+    zp = np.array(a["output_zero_point"], a["out_dtype"])
+    return np_quantize([y, np.float32(a["output_scale"]), zp], {})
+
+
+def _block(layout: str) -> int:
+    """The channel block of ``NCHW{b}c`` (0 for ``NCHW``)."""
+    found = re.fullmatch(r"NCHW(?:(\d+)c)?", layout)
+    if found is None:
+        raise NotImplementedError(f"qnn.conv2d: out_layout {layout!r}; only NCHW or NCHW{{b}}c")
+    return int(found.group(1) or 0)
+
+
 def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
-    """The ``qnn.conv2d`` compute."""
-    return int8.conv2d_int8_nchw(*ts, a["channels"], a["strides"], tuple(a["padding"]),
-                                 a["dilation"], a["input_zero_point"], a["output_zero_point"],
-                                 a["out_dtype"], a.get("relu", False))
+    """The ``qnn.conv2d`` compute: NCHW or blocked ``NCHW{b}c`` data (its rank says which),
+    the output in ``out_layout`` (NCHW by default)."""
+    return int8.conv2d_NCHWc_int8(*ts, a["channels"], a["strides"], tuple(a["padding"]),
+                                  a["dilation"], a["input_zero_point"],
+                                  a["output_zero_point"], a["out_dtype"], a.get("relu", False),
+                                  _block(a.get("out_layout", "NCHW")))
 
 
 def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:

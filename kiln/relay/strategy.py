@@ -11,7 +11,8 @@ On a CPU target (``llvm``, ``c``):
 0. **auto_scheduler record**: under ``PassContext(config={"relay.backend.use_auto_scheduler":
    True})`` and inside ``auto_scheduler.ApplyHistoryBest(log)`` that holds a state for the
    group's computation (its DAG's workload key, as ``auto_scheduler.extract_tasks`` made
-   it): that state replayed (:func:`kiln.auto_scheduler.schedule_from_history`);
+   it): that state replayed (:func:`kiln.auto_scheduler.schedule_from_history`), its
+   constant weights re-laid out now for its tiling (new constants the kernel takes);
 1. **tuned record**: inside an autotvm dispatch context (``autotvm.apply_history_best(log)``,
    ``autotvm.ApplyConfig(cfg)``) that holds a config for the workload of the group's
    tunable anchor (``conv2d_NCHWc``, ``depthwise_conv2d_NCHWc``, ``dense``): the template's
@@ -22,6 +23,8 @@ On a CPU target (``llvm``, ``c``):
 
 On a GPU target (``cuda``, ``nvptx``; layouts stay NCHW):
 
+0. **auto_scheduler record**: as on a CPU, a GPU state of the group's computation (topi.nn's
+   computes, as ``auto_scheduler.extract_tasks(..., target="cuda")`` made it) replayed;
 1. **topi.cuda**: the anchor's compute and schedule looked up by TVM's names in
    ``kiln.topi.cuda`` when the group is scheduled (:data:`CUDA_SCHEDULES`,
    :data:`CUDA_COMPUTES`: ``conv2d_nchw_implicit_gemm`` (``conv2d_nchw``, the direct
@@ -89,8 +92,9 @@ logger = logging.getLogger(__name__)
 NOT_APPLICABLE: tuple[type[Exception], ...] = (TVMError, NotImplementedError)
 
 #: a schedule of the ladder: output tensors -> ``(schedule, autotvm label or None)``, or None
-#: when it has nothing for the group (no tuned record)
-ScheduleRule = Callable[[list[te.Tensor]], tuple[te.Schedule, str | None] | None]
+#: when it has nothing for the group (no tuned record); an auto_scheduler state that
+#: re-lays out weights adds the arguments it replaces (:func:`_replace_arguments`)
+ScheduleRule = Callable[[list[te.Tensor]], tuple | None]
 
 #: an operator's compute: input tensors, attributes -> output tensor (as in ``op.OPS``)
 ComputeRule = Callable[[list[te.Tensor], dict], te.Tensor]
@@ -246,7 +250,9 @@ def _ladder(group: Group, target: Target) -> list[Rung]:
     def auto_scheduled(outs):
         if not PassContext.current().config.get("relay.backend.use_auto_scheduler"):
             return None
-        return schedule_from_history(outs, str(target))
+        constants = {f"p{k}": n.value for k, n in enumerate(external_inputs(group))
+                     if n.is_const}  # placeholder names as group_compute gives them
+        return schedule_from_history(outs, str(target), constants)
 
     def untuned(schedule):
         return lambda outs: (schedule(outs), None)
@@ -255,29 +261,53 @@ def _ladder(group: Group, target: Target) -> list[Rung]:
         return [Rung("auto_scheduler", auto_scheduled), Rung("autotvm", tuned),
                 Rung("x86", untuned(_static_shapes_only(topi.x86.schedule_auto))),
                 Rung("generic", untuned(topi.generic.schedule_auto))]
-    return [Rung("topi.cuda", untuned(cuda_schedule(group)), cuda_computes()),
+    return [Rung("auto_scheduler", auto_scheduled),
+            Rung("topi.cuda", untuned(cuda_schedule(group)), cuda_computes()),
             Rung("per_thread", untuned(topi.cuda.schedule_per_thread))]
 
 
-def _lower(group: Group, rung: Rung, name: str) -> Implementation | None:
+def _lower(group: Group, rung: Rung, name: str,
+           computed: dict | None = None) -> Implementation | None:
     """The implementation of ``group`` under ``rung`` (its PrimFunc named ``name``), or None
-    when the rung has no schedule for it."""
-    inputs, args = group_compute(group, rung.computes)
+    when the rung has no schedule for it. ``computed`` keeps the group's compute for the
+    next rung with the same computes (a schedule never changes the tensors it schedules)."""
+    computed = {} if computed is None else computed
+    key = frozenset(rung.computes.items())
+    if key not in computed:
+        computed[key] = group_compute(group, rung.computes)
+    inputs, args = computed[key]
     chosen = rung.schedule(args[-1:])
     if chosen is None:
         return None
-    s, tuned = chosen
+    s, tuned, *replaced = chosen
+    if replaced:  # an auto_scheduler state took weights re-laid out now, at compile time
+        inputs, args = _replace_arguments(inputs, args, replaced[0])
     return Implementation(group, inputs, args, s, schedule_to_primfunc(s, args, name),
                           rung.name, tuned)
+
+
+def _replace_arguments(inputs: list[Node], args: list[te.Tensor],
+                       replaced: dict[te.Tensor, tuple[te.Tensor, object]]
+                       ) -> tuple[list[Node], list[te.Tensor]]:
+    """The kernel's input nodes and arguments where a schedule takes some arguments in
+    another form (``replaced``: tensor -> its replacement and, for a weight transformed
+    now, the new constant's value, which becomes a constant node of its own)."""
+    nodes = []
+    for n, t in zip(inputs, args, strict=False):
+        new, value = replaced.get(t, (t, None))
+        nodes.append(n if value is None else Node("const", shape=tuple(value.shape),
+                                                  dtype=n.dtype, name=new.op.name, value=value))
+    return nodes, [replaced.get(t, (t, None))[0] for t in args]
 
 
 def select_implementation(group: Group, name: str, target: Target) -> Implementation:
     """The kernel of ``group`` on ``target`` as a PrimFunc named ``name``: its compute
     scheduled by the first rung that applies (see the module doc for the order)."""
     ladder = _ladder(group, target)
+    computed: dict = {}
     for k, rung in enumerate(ladder[:-1]):
         try:
-            impl = _lower(group, rung, name)
+            impl = _lower(group, rung, name, computed)
         except NOT_APPLICABLE as e:
             logger.warning("relay.build: %s schedule failed for %s (%s: %s); using the %s "
                            "schedule", rung.name, group.describe(), type(e).__name__, e,
@@ -285,7 +315,7 @@ def select_implementation(group: Group, name: str, target: Target) -> Implementa
             continue
         if impl is not None:
             return impl
-    return _lower(group, ladder[-1], name)  # applies to every group: its errors propagate
+    return _lower(group, ladder[-1], name, computed)  # applies to every group: its errors propagate
 
 
 def select_implementations(kernel: Kernel, name: str, target: Target) -> list[Implementation]:

@@ -226,18 +226,23 @@ def _workaround_flags(command: tuple[str, ...]) -> list[str]:
     runs 3x slower (AVX2, GCC 12); on kiln's other kernels (depthwise, pooling, Winograd)
     it measured neutral, so it is off for every GCC.
     """
+    if not _is_gcc(command):
+        return []
+    flags = ["-fno-predictive-commoning"]
+    if re.search(r"\s1[23]\.\d+\.\d+", compiler_version(command).splitlines()[0]):
+        flags.append("-fno-tree-loop-if-convert")
+    return flags
+
+
+def _is_gcc(command: tuple[str, ...]) -> bool:
+    """Whether ``command`` is GCC (also when run as ``cc``), from its ``--version``."""
     try:
         version = compiler_version(command)
     except Exception:  # noqa: BLE001 - the version is advisory only
-        return []
+        return False
     first = version.splitlines()[0] if version else ""
-    is_gcc = "gcc" in first.lower() or "Free Software Foundation" in version  # also as ``cc``
-    if not is_gcc or "clang" in first.lower():
-        return []
-    flags = ["-fno-predictive-commoning"]
-    if re.search(r"\s1[23]\.\d+\.\d+", first):
-        flags.append("-fno-tree-loop-if-convert")
-    return flags
+    is_gcc = "gcc" in first.lower() or "Free Software Foundation" in version
+    return is_gcc and "clang" not in first.lower()
 
 
 def compile_shared(source: str, *, flags: list[str] | None = None, name: str = "lib") -> str:
@@ -316,9 +321,50 @@ def compile_object(entry: CacheEntry, source: str, *, flags: list[str] | None = 
     all_flags = _object_flags(flags) + _workaround_flags(command)
 
     def make(entry: CacheEntry, out: Path) -> None:
-        _compile(command, all_flags, source, entry.path.with_suffix(".c"), out)
+        header = precompiled_runtime_header(command, all_flags) \
+            if source.startswith(runtime_header()) else None
+        _compile(command, all_flags + (["-include", header] if header else []), source,
+                 entry.path.with_suffix(".c"), out)
 
     return build(entry, make, info)
+
+
+#: the precompiled runtime headers this process built or checked, by header path
+_PCH_READY: dict[str, bool] = {}
+
+
+def precompiled_runtime_header(command: tuple[str, ...], flags: list[str]) -> str | None:
+    """The path of a copy of the runtime header that GCC finds precompiled (``<path>.gch``
+    beside it) for ``flags``, built once per cache directory, compiler and flags; None for
+    another compiler or where it cannot be built.
+
+    A kernel's source starts with the runtime header, whose include guard then skips the
+    pasted copy after ``-include <path>``: GCC reads the declarations from the precompiled
+    file instead of parsing the C library's headers again for every kernel (10 to 15% of
+    the compiler's time on a small kernel), and the object file is the same. A
+    precompiled header GCC cannot use (another compiler build, other flags) is ignored and
+    the header parsed as it is."""
+    if not _is_gcc(command):
+        return None
+    pch_flags = [f for f in flags if f != "-c"]
+    key = _cache_key(runtime_header(), command, pch_flags)
+    entry = cache_entry(cache_dir(), "kiln_c_runtime", key, ".h.gch")
+    header = entry.directory / f"{entry.stem}.h"
+    if not _PCH_READY.get(str(header)) or not header.is_file():
+        def make(entry: CacheEntry, out: Path) -> None:
+            atomic_write_text(header, runtime_header())
+            res = _run(command, [*pch_flags, "-x", "c-header", "-o", str(out), str(header)])
+            if res.returncode != 0:
+                raise CompileError(res.stderr)
+
+        try:
+            built = Path(lookup(entry) or build(entry, make)) == entry.path
+            if built and not header.is_file():  # removed since: the same text again
+                atomic_write_text(header, runtime_header())
+        except (CompileError, OSError):
+            built = False
+        _PCH_READY[str(header)] = built
+    return str(header) if _PCH_READY[str(header)] else None
 
 
 def link_shared(objects: list[CacheEntry], glue: str, *, flags: list[str] | None = None,

@@ -285,12 +285,33 @@ class GraphModule:
             data = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
             if self._shape_vars:
                 self._bind_shape(key, data.shape)
+            self._cur.bind_input(key, self._cur.own_inputs[key])  # after set_input_zero_copy
             self._cur.inputs[key].copyfrom(data)
         for k, v in params.items():
             if k in self._cur.inputs:
                 self.set_input(k, v)
             elif k in self._params:
                 self._params[k].copyfrom(v.numpy() if isinstance(v, NDArray) else v)
+
+    def set_input_zero_copy(self, key, value: NDArray) -> None:
+        """TVM's ``set_input_zero_copy``: the graph reads input ``key`` from ``value``'s
+        memory (a compact NDArray of the input's shape and dtype on the graph's device, e.g.
+        ``kiln.nd.from_dlpack(tensor)``), without a copy, until the next ``set_input`` of
+        ``key``; the module holds ``value`` until then. Graphs with symbolic dimensions
+        take their inputs by ``set_input``."""
+        if isinstance(key, int):
+            key = self.factory.plan["inputs"][key]
+        if self._shape_vars:
+            raise TVMError("set_input_zero_copy: a graph with symbolic dimensions binds its "
+                           "shapes from set_input (which copies)")
+        own = self._cur.own_inputs[key]
+        if ((tuple(value.shape), value.dtype, value.device) != (own.shape, own.dtype, own.device)
+                or value._strides_arr is not None):
+            raise TVMError(f"set_input_zero_copy: input {key!r} takes a compact {own.dtype} "
+                           f"array of shape {list(own.shape)} on {own.device}, got "
+                           f"{value.dtype} {list(value.shape)} on {value.device}"
+                           + (" (strided)" if value._strides_arr is not None else ""))
+        self._cur.bind_input(key, value)
 
     def load_params(self, data: bytes | bytearray) -> None:
         """Set the parameters from :func:`save_param_dict`'s bytes."""
@@ -355,6 +376,22 @@ class _Instance:
     launches: list[Callable[[], None]] = field(default_factory=list)
     outputs: list[NDArray] = field(default_factory=list)
     storages: list[NDArray] = field(default_factory=list)
+    #: the input arrays allocated with the instance (``inputs`` holds an array bound by
+    #: ``set_input_zero_copy`` instead)
+    own_inputs: dict[str, NDArray] = field(default_factory=dict)
+
+    def bind_input(self, name: str, array: NDArray) -> None:
+        """Input ``name`` is read from ``array`` from now on: the calls reading it rebound."""
+        old = self.inputs[name]
+        if array is old:
+            return
+        for k, (func, args) in enumerate(self.calls):
+            if any(a is old for a in args):
+                args = [array if a is old else a for a in args]
+                self.calls[k] = (func, args)
+                self.launches[k] = _prepared(func, args)
+        self.outputs = [array if a is old else a for a in self.outputs]
+        self.inputs[name] = array
 
 
 def _instantiate(factory: GraphExecutorFactoryModule, params: dict[str, NDArray],
@@ -384,7 +421,7 @@ def _instantiate(factory: GraphExecutorFactoryModule, params: dict[str, NDArray]
         else:
             a = empty(shapes[k], t["dtype"], dev)
             if "input" in t:
-                inst.inputs[t["input"]] = a
+                inst.inputs[t["input"]] = inst.own_inputs[t["input"]] = a
         arrays.append(a)
     lib = factory.lib
     inst.calls = [call for st in plan["steps"] for call in _step_calls(

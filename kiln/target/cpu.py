@@ -112,6 +112,12 @@ def _of_isa(isa: _ISA, features: frozenset[str] | None = None) -> CPUInfo:
                    isa.baseline if features is None else features)
 
 
+def generic_cpu() -> CPUInfo:
+    """A CPU with no vector extension kiln knows: what a target of another architecture
+    (``-mtriple=aarch64-...``) is planned for, since no x86 fact applies to it."""
+    return _of_isa(_GENERIC)
+
+
 def cpu_from_macros(macros: set[str] | frozenset[str]) -> CPUInfo:
     """The CPU a compiler's predefined macro names (``cc -march=... -dM -E``) describe: its
     features (:data:`FEATURE_MACROS`) and the widest ISA class they imply."""

@@ -16,8 +16,8 @@ import threading
 
 from kiln.errors import TVMError
 
-from .cpu import CPUInfo, cpu_for_mcpu, host_cpu, march_flags
-from .triple import check_triple
+from .cpu import CPUInfo, cpu_for_mcpu, generic_cpu, host_cpu, march_flags
+from .triple import check_triple, is_host_arch
 
 #: device limits TVM's targets report by default (``-max_num_threads=N`` etc. override them)
 _CUDA_DEFAULTS = {"max_num_threads": 1024, "thread_warp_size": 32,
@@ -129,8 +129,11 @@ class Target:
     @property
     def cpu(self) -> CPUInfo:
         """The CPU this target's code (a GPU target's host code) is planned for: the
-        ``-mcpu`` CPU when :data:`kiln.target.cpu.MCPU_ISA` knows it, else this machine
-        (:func:`kiln.target.cpu.host_cpu`)."""
+        ``-mcpu`` CPU when :data:`kiln.target.cpu.MCPU_ISA` knows it, a generic CPU for a
+        triple of another architecture, else this machine (:func:`kiln.target.cpu.host_cpu`)."""
+        triple = self.attrs.get("mtriple") or self.attrs.get("target")
+        if self.is_cpu and triple and not is_host_arch(triple):
+            return generic_cpu()
         if self.is_cpu and self.mcpu not in ("", "native"):
             described = cpu_for_mcpu(self.mcpu)
             if described is not None:

@@ -37,6 +37,12 @@ def host_triple() -> str:
     return f"{arch}-{vendor}-{system}-gnu"
 
 
+def is_host_arch(triple: str) -> bool:
+    """Whether ``triple`` names this machine's architecture (an ``x86_64`` triple on an
+    x86-64 host), whatever its OS."""
+    return _triple_arch_sys(triple)[0] == _host_arch()
+
+
 def _triple_arch_sys(triple: str) -> tuple[str, str]:
     """(arch, os) of a triple: ``armv6k-unknown-linux-gnueabi`` -> ("armv6k", "linux")."""
     parts = triple.lower().split("-")

@@ -67,26 +67,20 @@ def thread_relaxed_vars(stage: Stage) -> set[Var]:
     return out
 
 
-def _consumes(consumer: Stage, op, bodies: dict) -> bool:
-    """Does ``consumer`` read ``op``? (an operation that lowers itself reads its inputs)"""
+def _read_ops(consumer: Stage, bodies: dict) -> set:
+    """The operations ``consumer`` reads (an operation that lowers itself reads its
+    inputs), found in one walk of its body."""
     if consumer.op not in bodies:
-        return any(t.op is op for t in consumer.op.input_tensors)
-    return _reads(bodies[consumer.op], op)
-
-
-def _reads(body: list[PrimExpr], op) -> bool:
-    """Does ``body`` read ``op`` at all? (cheap: no index comparison)"""
-    found = []
+        return {t.op for t in consumer.op.input_tensors}
+    found: set = set()
 
     def visit(n):
-        if not found and isinstance(n, ProducerLoad) and n.producer.op is op:
-            found.append(n)
+        if isinstance(n, ProducerLoad):
+            found.add(n.producer.op)
 
-    for b in body:
+    for b in bodies[consumer.op]:
         post_order_visit(b, visit)
-        if found:
-            return True
-    return False
+    return found
 
 
 def _reads_of(body: list[PrimExpr], op) -> list[tuple[PrimExpr, ...]]:
@@ -114,9 +108,10 @@ def infer_bound(sch: Schedule, bodies: dict, analyzer: Analyzer) -> dict[IterVar
     ranges: dict[IterVar, Range] = {}
     relax: dict[Var, IntervalSet] = {}  # every loop var seen so far, over its whole range
     stages = compute_stages(sch)
+    reads = {c: _read_ops(c, bodies) for c in stages}
     for st in reversed(stages):
         op = st.op
-        consumers = [c for c in stages if c is not st and _consumes(c, op, bodies)]
+        consumers = [c for c in stages if c is not st and op in reads[c]]
         _check_attachment(st, consumers)
         for iv in op.root_iter_vars() + st.env_thread_axes:
             ranges[iv] = iv.dom

@@ -158,9 +158,13 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     ``BF = s.rfactor(B, ki)``
     After::  B.rf[k.inner, i] = sum(A[i, k.outer*f + k.inner], k.outer)
              B[i] = sum(B.rf[k.inner.v, i], k.inner.v)
+
+    Where ``f`` may not divide the extent, ``B.rf`` reduces under the condition
+    ``likely(k.outer*f + k.inner < extent)`` (TVM's predicate), which ``loop_partition``
+    cuts into guard-free whole slices and a tail.
     """
     from kiln.arith import Analyzer
-    from kiln.ir.expr import Range, Reduce
+    from kiln.ir.expr import Call, Range, Reduce
     from kiln.ir.op import logical_and
 
     from .relations import pass_down, pass_up
@@ -200,7 +204,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     for iv in op.reduce_axis:
         bound = values[iv] < iv.dom.min + iv.dom.extent
         if not analyzer.can_prove(bound):
-            cond = logical_and(cond, bound)
+            cond = logical_and(cond, Call("bool", "likely", [bound]))
     source = [substitute(x, vmap) for x in red.source]
     rf_axes = data_axes[:factor_axis] + [rf_axis] + data_axes[factor_axis:]
     rf_body = Reduce(red.combiner, source, new_reduce, cond, 0)

@@ -120,24 +120,28 @@ class ComputeOp(BaseComputeOp):
         self.reduce_axis = list(first.axis) if isinstance(first, Reduce) else []
         shape = tuple(iv.dom.extent for iv in self.axis)
         self.outputs = [Tensor(shape, b.dtype, self, i) for i, b in enumerate(body)]
+        self._inputs: tuple[Tensor, ...] | None = None  # input_tensors, once found
 
     def root_iter_vars(self) -> list[IterVar]:
         return self.axis + self.reduce_axis
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        """The tensors this operation reads (a property, as in TVM)."""
-        from kiln.ir.functor import post_order_visit
+        """The tensors this operation reads (a property, as in TVM), in the order of their
+        first read; found once (the body does not change after construction)."""
+        if self._inputs is None:
+            from kiln.ir.functor import post_order_visit
 
-        found: list[Tensor] = []
+            found: list[Tensor] = []
 
-        def visit(n):
-            if isinstance(n, ProducerLoad) and n.producer not in found:
-                found.append(n.producer)
+            def visit(n):
+                if isinstance(n, ProducerLoad) and n.producer not in found:
+                    found.append(n.producer)
 
-        for b in self.body:
-            post_order_visit(b, visit)
-        return found
+            for b in self.body:
+                post_order_visit(b, visit)
+            self._inputs = tuple(found)
+        return list(self._inputs)
 
 
 class Tensor:

@@ -15,6 +15,15 @@ With several guards (a virtual thread or an unrolled stage repeats one per copy)
 points are taken one guard at a time (the prefix is split again for the next guard); symbolic
 points give one cut, at the smallest of them, below which every guard is dropped: cutting
 again per guard wrapped each bound in one more min/max (issue 19: minutes to build).
+A parallel loop of symbolic extent is not cut into two parallel loops (each would fork the
+threads): its body branches instead, ``parallel (o, 0, floordiv(n + 7, 8)) { if (likely(o <
+floordiv(n, 8))) { S without the guard } else { S } }`` (issue 19: one fork per symbolic
+product; ``likely`` makes the guard-free body the C compiler's hot path, whose registers
+it then favours). A constant extent keeps the two loops.
+Past a cut, a guard that holds exactly below it (no loop inside the cut one in its
+condition) fails in every iteration: the tail (the other branch of a parallel loop) takes
+its else-branch in its place, so no dead copy of the guarded body is left past the cut, and
+a second run of the pass over a branched parallel loop finds its branch already decided.
 Guarantee: every iteration runs exactly once and sees the same guard outcome as before.
 
 A split's tail strategy (``kiln.te.split_tail``) marks its loops with the ``For``
@@ -34,13 +43,27 @@ is on, for the guard-free full tiles. Loops of symbolic extent are split either 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from kiln.arith import Analyzer, IntervalSet, eval_interval
 from kiln.errors import TVMError
 from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, collect_vars, rebuild, substitute
 from kiln.ir.op import emax, emin, floordiv
-from kiln.ir.stmt import Allocate, For, ForKind, IfThenElse, Stmt, Store, seq
+from kiln.ir.stmt import (
+    Allocate,
+    AttrStmt,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    SeqStmt,
+    Stmt,
+    Store,
+    is_no_op,
+    seq,
+)
+from kiln.ir.structural import structural_equal
 from kiln.ir.transform import PassContext
 
 #: the PassContext config key of this pass's options, as in TVM
@@ -107,25 +130,41 @@ def _split_point(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer):
             return None
         b = an.simplify(substitute(hi, {v: E.IntImm(v.dtype, 0)}))
         points.append(an.simplify(floordiv(a - 1 - b, a)))
-    if not points:
-        return None
-    p = points[0]
-    for q in points[1:]:
-        p = emin(p, q)
-    return p
+    return _smallest(points) if points else None
 
 
-class _DropGuards(Mutator):
-    """The given guard statements replaced by their then-branches."""
+class _Cut(NamedTuple):
+    """A guard of a loop's body that holds for every inner value when the loop variable is
+    below ``point`` (``clamped`` to the loop's range); ``exact``: only then (no inner loop
+    in its condition), so it fails for every inner value from ``point`` on."""
 
-    def __init__(self, targets: list[IfThenElse]):
+    guard: IfThenElse
+    point: E.PrimExpr
+    clamped: E.PrimExpr
+    exact: bool
+
+
+class _DecideGuards(Mutator):
+    """The given guard statements replaced by their then-branches (``holds``) or their
+    else-branches (a no-op when they have none)."""
+
+    def __init__(self, targets: list[IfThenElse], holds: bool = True):
         super().__init__()
         self.targets = {id(g) for g in targets}  # the caller keeps the guards alive
+        self.holds = holds
 
     def visit_IfThenElse(self, node):
         if id(node) in self.targets:
-            return self.visit(node.then_case)
+            branch = node.then_case if self.holds else node.else_case
+            return Evaluate(0) if branch is None else self.visit(branch)
         return self.generic_visit(node)
+
+    def visit_SeqStmt(self, node):
+        return seq(*(self.visit(s) for s in node.seq))
+
+    def visit_For(self, node):
+        body = self.visit(node.body)
+        return Evaluate(0) if _does_nothing(body) else rebuild(node, body=body)
 
 
 class _Partition(Mutator):
@@ -148,37 +187,45 @@ class _Partition(Mutator):
             bounded = self._remainder(node, cuts)
             if bounded is not None:
                 return bounded
-        if all(isinstance(p, E.IntImm) for _, _, p in cuts):
-            guard, _, p = cuts[0]  # the fast part is cut again for the next guard
-            dropped = [guard]
+        if node.kind == ForKind.PARALLEL and not isinstance(node.extent, E.IntImm):
+            return self._branch(node, cuts)
+        if all(isinstance(c.clamped, E.IntImm) for c in cuts):
+            p = cuts[0].clamped  # the fast part is cut again for the next guard
+            dropped = [cuts[0].guard]
         else:  # one cut below which every guard holds (module docstring)
-            p = cuts[0][1]
-            for _, q, _ in cuts[1:]:
-                p = emin(p, q)
-            p = self._clamp(p, node.extent)
-            dropped = [g for g, _, _ in cuts]
-        fast = rebuild(node, extent=p, body=_DropGuards(dropped).visit(node.body))
-        tail = rebuild(node, min=p, extent=self.an.simplify(node.extent - p))
+            p = self._clamp(_smallest([c.point for c in cuts]), node.extent)
+            dropped = [c.guard for c in cuts]
+        fast = rebuild(node, extent=p, body=_DecideGuards(dropped).visit(node.body))
+        rest = _DecideGuards(_failing_from(cuts, p), holds=False).visit(node.body)
+        if _does_nothing(rest):
+            return self.visit(fast)
+        tail = rebuild(node, min=p, extent=self.an.simplify(node.extent - p), body=rest)
         return seq(self.visit(fast), self.visit(tail))
+
+    def _branch(self, node: For, cuts) -> Stmt:
+        """Parallel ``node`` cut inside its body: each iteration below the smallest cut runs
+        the body without the guards, the others the body with the guards that fail there
+        decided (one parallel loop, one fork of the threads, where two loops would fork
+        twice)."""
+        p = self.an.simplify(_smallest([c.clamped for c in cuts]))
+        fast = _DecideGuards([c.guard for c in cuts]).visit(node.body)
+        rest = _DecideGuards(_failing_from(cuts, p), holds=False).visit(node.body)
+        fast_first = E.Call("bool", "likely", [node.loop_var < p])  # the C compiler's hot path
+        return rebuild(node, body=IfThenElse(fast_first, self.visit(fast),
+                                             None if _does_nothing(rest) else self.visit(rest)))
 
     def _remainder(self, node: For, cuts) -> Stmt | None:
         """``node`` bounded at the cut of its guards, the guards dropped (a vectorized loop
         becomes the scalar remainder loop), when every guard holds exactly below the same
         cut (no loop inside ``node`` in its condition) and nothing but the guarded
         statements writes memory from outside the loop; else None."""
-        guards = [g for g, _, _ in cuts]
-        found: list = []
-        _guards(node.body, {}, found)
-        inner_of = {id(g): inner for g, inner in found}
-        for g in guards:
-            if collect_vars(g.condition) & set(inner_of[id(g)]):
-                return None
-        if not _writes_only_inside(node.body, guards):
+        guards = [c.guard for c in cuts]
+        if not all(c.exact for c in cuts) or not _writes_only_inside(node.body, guards):
             return None
-        p = cuts[0][1]
-        if any(not _is_zero(self.an.simplify(q - p)) for _, q, _ in cuts[1:]):
+        p = cuts[0].point
+        if any(not _is_zero(self.an.simplify(c.point - p)) for c in cuts[1:]):
             return None  # statements bounded differently (virtual threads) keep their guards
-        body = _DropGuards(guards).visit(node.body)
+        body = _DecideGuards(guards).visit(node.body)
         kind = ForKind.SERIAL if node.kind == ForKind.VECTORIZED else node.kind
         return rebuild(node, extent=self._clamp(p, node.extent), kind=kind,
                        body=self.visit(body))
@@ -186,10 +233,10 @@ class _Partition(Mutator):
     def _clamp(self, p: E.PrimExpr, extent: E.PrimExpr) -> E.PrimExpr:
         return self.an.simplify(emax(emin(p, extent), E.IntImm(p.dtype, 0)))
 
-    def _cuts(self, node: For) -> list[tuple[IfThenElse, E.PrimExpr, E.PrimExpr]]:
-        """``(guard, p, clamped p)`` for each guard of the body that holds for every inner
-        value exactly when ``node.loop_var < p``; guards whose clamped ``p`` is a number
-        outside ``(0, extent)`` are left out (nothing to cut)."""
+    def _cuts(self, node: For) -> list[_Cut]:
+        """The cut of each guard of the body that holds for every inner value exactly when
+        ``node.loop_var < p``; guards whose clamped ``p`` is a number outside
+        ``(0, extent)`` are left out (nothing to cut)."""
         found: list = []
         _guards(node.body, {}, found)
         cuts = []
@@ -203,8 +250,37 @@ class _Partition(Mutator):
             if isinstance(clamped, E.IntImm) and (clamped.value == 0 or self.an.can_prove(
                     node.extent <= clamped)):
                 continue
-            cuts.append((guard, p, clamped))
+            exact = not collect_vars(guard.condition) & set(inner)
+            cuts.append(_Cut(guard, p, clamped, exact))
         return cuts
+
+
+def _smallest(points: list[E.PrimExpr]) -> E.PrimExpr:
+    p = points[0]
+    for q in points[1:]:
+        p = emin(p, q)
+    return p
+
+
+def _failing_from(cuts: list[_Cut], start: E.PrimExpr) -> list[IfThenElse]:
+    """The guards of ``cuts`` that fail in every iteration from ``start`` on (a cut point,
+    clamped): the exact ones cut there."""
+    return [c.guard for c in cuts if c.exact and structural_equal(c.clamped, start)]
+
+
+def _does_nothing(s: Stmt) -> bool:
+    """Whether ``s`` is only loops, allocations, attributes and branches around no-ops (the
+    shell of a body whose guarded statements were all decided not to run)."""
+    if is_no_op(s):
+        return True
+    if isinstance(s, SeqStmt):
+        return all(_does_nothing(x) for x in s.seq)
+    if isinstance(s, IfThenElse):
+        return _does_nothing(s.then_case) and (s.else_case is None or
+                                               _does_nothing(s.else_case))
+    if isinstance(s, (For, Allocate, AttrStmt)):
+        return _does_nothing(s.body)
+    return False
 
 
 def _is_zero(e: E.PrimExpr) -> bool:

@@ -160,8 +160,10 @@ class _Partitioner:
         v = node.loop_var
         found: list = []
         _collect(node.body, {}, found)
-        local = _local_vars(node.body)
         lo, hi = [], []
+        if not found:
+            return lo, hi
+        local = _local_vars(node.body)
         for c, inner in found:
             r = _holding_range(c, v, inner, local, self.an)
             if r is None or not collect_vars(r[1]) <= self.defined:

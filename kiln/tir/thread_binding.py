@@ -44,14 +44,20 @@ def thread_tag(s: AttrStmt) -> str:
 
 
 def has_thread_binding(stmt) -> bool:
-    found = []
-
-    def f(n):
-        if is_thread_attr(n):
-            found.append(n)
-
-    post_order_visit(stmt, f)
-    return bool(found)
+    """Whether ``stmt`` binds a thread (``attr thread_extent``): a walk of its statements
+    only, which stops at the first binding (a CPU kernel's expressions are most of it)."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if is_thread_attr(node):
+            return True
+        for f in node._fields:
+            v = getattr(node, f)
+            if isinstance(v, Stmt):
+                todo.append(v)
+            elif isinstance(v, tuple):
+                todo += [x for x in v if isinstance(x, Stmt)]
+    return False
 
 
 def _real_thread_attrs(stmt) -> list[AttrStmt]:

@@ -124,3 +124,22 @@ def test_eval_interval_with_bound_analyzer():
     iv = an.eval_interval(i * 2, {i: Range(0, n)})
     assert str(iv) == "[0, ((n*2) - 2)]"
     assert an.const_int_bound(iv.max_value) == (0, 30)
+
+
+def test_eval_interval_binds_only_the_variables_it_needs():
+    """Variables of the domain unconnected to the expression's (bound inference passes
+    every loop seen so far) do not change the interval; those connected through the
+    variables of their sets are bound as before."""
+    unrelated = {Var(f"u{k}"): Range(0, k + 2) for k in range(5)}
+    chain = {i: IntervalSet(0, j), j: IntervalSet(0, x), x: Range(0, 4)}
+    for e, dom, want in [(i * 2 + 1, {i: Range(0, 8)}, "[1, 15]"),
+                         (i + 1, chain, "[1, (j + 1)]"),
+                         (i * j, chain, "[0, (j*x)]"),
+                         (j * 4, {j: IntervalSet(0, n)}, "[0, (n*4)]"),
+                         (i - j, {i: IntervalSet(j, j + 3), j: Range(0, 4)},
+                          "[(j - 3), (j + 3)]"),
+                         # y's range is not empty: n >= 4, so min(n, 2) is 2
+                         (emin(n, 2) + i, {y: Range(0, n - 3), i: Range(0, 4)}, "[2, 5]")]:
+        assert str(eval_interval(e, dom)) == want
+        assert str(eval_interval(e, {**unrelated, **dom})) == want
+        assert str(eval_interval(e, {**dom, **unrelated})) == want

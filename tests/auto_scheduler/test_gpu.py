@@ -1,9 +1,11 @@
-"""auto_scheduler GPU sketches (``target="cuda"``): the rules, the tile limits, and random
-states, their mutations and crossover children checked against numpy on kiln's CUDA
-emulator (compiled by NVRTC where it is installed); tuning runs on a real GPU only."""
+"""auto_scheduler GPU sketches (``target="cuda"``): the rules (tiling, cross-thread
+reduction, unroll pragmas), the hardware limits, and random states, their mutations and
+crossover children checked against numpy on kiln's CUDA emulator (compiled by NVRTC where
+it is installed); tuning runs on a real GPU only."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
@@ -12,11 +14,24 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import auto_scheduler
+from kiln import auto_scheduler, te
 from kiln.auto_scheduler.annotation import crossover, mutate, sample_candidate
-from kiln.auto_scheduler.loop_state import AnnotationStep, CacheReadStep, State
+from kiln.auto_scheduler.hardware_params import (
+    DEFAULT_MAX_VTHREAD_EXTENT,
+    HardwareParams,
+    fits_gpu,
+    kernel_resources,
+)
+from kiln.auto_scheduler.loop_state import (
+    AnnotationStep,
+    CacheReadStep,
+    PragmaStep,
+    RfactorStep,
+    SetScopeStep,
+    State,
+)
 from kiln.auto_scheduler.sketch import generate_sketches
-from kiln.auto_scheduler.sketch_gpu import MAX_VTHREAD_EXTENT, reference_state
+from kiln.auto_scheduler.sketch_gpu import GPU_UNROLL_CHOICES, reference_state
 
 from ..codegen import cuda_emulator
 from ..codegen.cuda_workloads import build_cuda, run_on_gpu
@@ -27,9 +42,27 @@ GEMM = ("as_test_matmul", (32, 32, 32, "float32"))
 GEMM_ADD = ("as_test_matmul_add", (32, 32, 32, "float32"))
 CONV = ("as_test_conv2d", (1, 4, 6, 6, 8, 3, 1))
 ROW_MAX = ("as_test_row_max", (4, 8, 6))
+SHORT_ROW_MAX = ("as_test_row_max", (4, 4, 6))
+ROW_NORM = ("as_test_gpu_row_norm", (3, 384))
+SKINNY_GEMM = ("as_test_matmul", (2, 256, 4, "float32"))
 
 needs_emulator = pytest.mark.skipif(not cuda_emulator.available(),
                                     reason="g++ is needed to emulate kernels")
+
+
+@auto_scheduler.register_workload
+def as_test_gpu_row_norm(m, n):
+    """The L2 norm of each of ``m`` rows of ``n``: a long reduction, few outputs."""
+    A = te.placeholder((m, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    sq = te.compute((m,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="sq")
+    return [A, te.compute((m,), lambda i: te.sqrt(sq[i]), name="norm")]
+
+
+def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
+    if name == "as_test_gpu_row_norm":
+        return np.sqrt((inputs[0] * inputs[0]).sum(axis=1))
+    return reference(name, inputs)
 
 
 def _task(workload, target: str = "cuda") -> auto_scheduler.SearchTask:
@@ -47,7 +80,7 @@ def _check_on_emulator(task, state: State, name: str, rng: np.random.Generator) 
     sch, args = task.compute_dag.apply_steps_from_state(state)
     arrays = _inputs(args, rng)
     cuda_emulator.Emulated(build_cuda(sch, args))(*arrays)
-    np.testing.assert_allclose(arrays[-1], reference(name, arrays[:-1]), rtol=1e-4,
+    np.testing.assert_allclose(arrays[-1], _reference(name, arrays[:-1]), rtol=1e-4,
                                atol=1e-4)
 
 
@@ -66,8 +99,47 @@ def test_gpu_sketch_rules():
                      "A: cache read shared at matmul; B: cache read shared at matmul"]
     conv = str(generate_sketches(_task(CONV).compute_dag, "cuda")[0])
     assert "pad: cache read shared at conv.local" in conv and conv.endswith("pad: inline")
-    assert [str(s) for s in generate_sketches(_task(ROW_MAX).compute_dag, "cuda")] == \
+    assert [str(s) for s in generate_sketches(_task(SHORT_ROW_MAX).compute_dag, "cuda")] == \
         ["C: skip"]
+
+
+def test_cross_thread_reduction_rule():
+    """A long reduction with few outputs: one block per output, partial results of the
+    block's threads in shared memory (rfactor), fused into an elementwise consumer or
+    copied out of a write cache; a reduction with data reuse keeps its tiling sketch."""
+    (row_max,) = generate_sketches(_task(ROW_MAX).compute_dag, "cuda")
+    assert str(row_max) == "C: cache write; C.local: cross-thread reduction"
+    assert RfactorStep("C.local", "y@x@.1") in row_max.steps
+    assert SetScopeStep("C.local.rf", "shared") in row_max.steps
+    assert AnnotationStep("C.local.rf", "y@x@.1", "threadIdx.x") in row_max.steps
+    (norm,) = generate_sketches(_task(ROW_NORM).compute_dag, "cuda")
+    assert str(norm) == "norm: skip; sq: cross-thread reduction fused into norm"
+    assert SetScopeStep("sq", "local") in norm.steps
+    skinny = [str(s) for s in generate_sketches(_task(SKINNY_GEMM).compute_dag, "cuda")]
+    assert len(skinny) == 2 and "multi-level tiling" in skinny[0]
+    assert skinny[1] == "C: cache write; C.local: cross-thread reduction"
+    task = _task(ROW_NORM)
+    state = sample_candidate([norm], random.Random(0)).state(norm)
+    (kernel,) = kernel_resources(kiln.lower(*task.compute_dag.apply_steps_from_state(state)))
+    threads = next(s.lengths[0] for s in state.steps if getattr(s, "iter", "") == "k")
+    assert kernel == (4 * threads, threads)  # one float of shared memory per thread
+
+
+def test_gpu_unroll_pragmas():
+    """Each reduction's outermost reduction loop gets an ``auto_unroll_max_step`` drawn
+    from Ansor's GPU choices (1024 included), by sampling and by mutation."""
+    for workload, stage in [(GEMM, "C.local"), (ROW_NORM, "sq.rf"), (SHORT_ROW_MAX, "C")]:
+        sketches = generate_sketches(_task(workload).compute_dag, "cuda")
+        pragmas = [s for s in sketches[0].steps if isinstance(s, PragmaStep)]
+        assert [(p.stage, p.value) for p in pragmas] == [(stage, None)]
+        assert sketches[0].unroll_choices == GPU_UNROLL_CHOICES == (0, 16, 64, 512, 1024)
+    rng = random.Random(0)
+    drawn = {v for _ in range(60) for v in sample_candidate(sketches, rng).unrolls.values()}
+    assert drawn == set(GPU_UNROLL_CHOICES)
+    c = sample_candidate(sketches, rng)
+    mutated = {v for _ in range(200)
+               for v in mutate(c, rng, sketches[0].unroll_choices).unrolls.values()}
+    assert 1024 in mutated
 
 
 def test_gpu_tiles_keep_the_thread_limits():
@@ -78,7 +150,7 @@ def test_gpu_tiles_keep_the_thread_limits():
     (sketch,) = sketches
     threads_refs, vthread_refs = None, None
     for refs, bound in sketch.limits:
-        if bound == MAX_VTHREAD_EXTENT:
+        if bound == DEFAULT_MAX_VTHREAD_EXTENT:
             vthread_refs = refs
         elif bound == kiln.target.Target("cuda").max_num_threads:
             threads_refs = refs
@@ -87,20 +159,55 @@ def test_gpu_tiles_keep_the_thread_limits():
         c = sample_candidate(sketches, rng)
         threads = math.prod(c.tiles[j][k] for j, k in threads_refs)
         assert threads <= 1024
-        assert math.prod(c.tiles[j][k] for j, k in vthread_refs) <= MAX_VTHREAD_EXTENT
+        assert math.prod(c.tiles[j][k] for j, k in vthread_refs) <= DEFAULT_MAX_VTHREAD_EXTENT
         state = c.state(sketch)
         fetch = [state.steps[i] for i in sketch.fused_follows]
         assert len(fetch) == 2 and all(s.lengths == (threads,) for s in fetch)
 
 
-def test_gpu_state_json_round_trip():
-    task = _task(GEMM)
+@pytest.mark.parametrize("workload", [GEMM, ROW_NORM, ROW_MAX], ids=lambda w: w[0])
+def test_gpu_state_json_round_trip(workload):
+    """Every step of a GPU state (cache read, rfactor, set_scope, unroll pragma) prints
+    and parses back to the same state."""
+    task = _task(workload)
     sketches = generate_sketches(task.compute_dag, "cuda")
     state = sample_candidate(sketches, random.Random(2)).state(sketches[0])
-    again = State.from_json(state.to_json())
+    again = State.from_json(json.loads(json.dumps(state.to_json())))
     assert again.key() == state.key()
-    assert ["CR", "A", "shared", ["C.local"]] in state.to_json()
+    kinds = {r[0] for r in state.to_json()}
+    assert "PR" in kinds and ("CR" in kinds or {"RF", "SS"} <= kinds)
     assert kiln.lower(*task.compute_dag.apply_steps_from_state(again)) is not None
+
+
+def test_hardware_params_limit_shared_memory_and_threads():
+    """A state over the shared memory or threads of a block is rejected before it is
+    scored or measured (``-inf``); the limits come from ``HardwareParams``, else the
+    target."""
+    assert HardwareParams().for_target("cuda") == HardwareParams(
+        max_shared_memory_per_block=49152, max_threads_per_block=1024,
+        max_vthread_extent=8, warp_size=32)
+    task = _task(GEMM)
+    (sketch,) = generate_sketches(task.compute_dag, "cuda")
+    rng = random.Random(0)
+    states = [sample_candidate([sketch], rng).state(sketch) for _ in range(4)]
+    used = [max(kernel_resources(kiln.lower(*task.compute_dag.apply_steps_from_state(s))))
+            for s in states]
+    shared = sorted(u[0] for u in used)
+    limit = shared[len(shared) // 2]
+    small = HardwareParams(max_shared_memory_per_block=limit).for_target("cuda")
+    fits = [fits_gpu(task.compute_dag, s, small) for s in states]
+    assert fits == [u[0] <= limit for u in used] and not all(fits) and any(fits)
+    few_threads = HardwareParams(max_threads_per_block=1).for_target("cuda")
+    assert fits_gpu(task.compute_dag, states[0], few_threads) == (used[0][1] == 1)
+    name, args = GEMM
+    small_task = auto_scheduler.SearchTask(func=name, args=args, target="cuda",
+                                           hardware_params=HardwareParams(
+                                               max_shared_memory_per_block=limit))
+    policy = auto_scheduler.SketchPolicy(small_task, auto_scheduler.RandomModel(0), seed=0,
+                                         params={"population_size": 4, "num_iters": 0},
+                                         verbose=0)
+    for c in policy.evolutionary_search(policy.sample_initial_population(4)):
+        assert fits_gpu(task.compute_dag, c.state(policy.sketches[c.sketch]), small)
 
 
 def test_the_reference_of_a_gpu_task_builds_for_the_gpu():
@@ -115,7 +222,8 @@ def test_the_reference_of_a_gpu_task_builds_for_the_gpu():
 
 @pytest.mark.slow
 @needs_emulator
-@pytest.mark.parametrize("workload", [GEMM, GEMM_ADD, CONV, ROW_MAX], ids=lambda w: w[0])
+@pytest.mark.parametrize("workload", [GEMM, GEMM_ADD, CONV, ROW_MAX, ROW_NORM, SKINNY_GEMM],
+                         ids=lambda w: f"{w[0]}{w[1][:3]}")
 def test_random_gpu_states_are_correct_on_the_emulator(workload):
     """Property test: the reference of a GPU task, random GPU states, their mutations and
     crossover children (the states a GPU search measures) compute what numpy computes."""
@@ -124,13 +232,32 @@ def test_random_gpu_states_are_correct_on_the_emulator(workload):
     policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(0), seed=0,
                                          verbose=0)
     rng, nrng = random.Random(3), np.random.default_rng(0)
-    a, b = sample_candidate(sketches, rng), sample_candidate(sketches, rng)
-    children = [mutate(mutate(a, rng), rng),
-                crossover(a, replace(b, sketch=a.sketch), sketches[a.sketch], rng)]
-    states = [c.state(sketches[c.sketch]) for c in [a] + [
-        c for c in children if sketches[c.sketch].allows(c.tiles) and policy.replays(c)]]
-    for state in [reference_state(task.compute_dag), *states]:
+    states = [reference_state(task.compute_dag)]
+    for k, sketch in enumerate(sketches):
+        a, b = (replace(sample_candidate([sketch], rng), sketch=k) for _ in range(2))
+        children = [mutate(mutate(a, rng, sketch.unroll_choices), rng, sketch.unroll_choices),
+                    crossover(a, b, sketch, rng)]
+        states += [c.state(sketch) for c in [a] + [
+            c for c in children if sketch.allows(c.tiles) and policy.replays(c)]]
+    for state in states:
         _check_on_emulator(task, state, workload[0], nrng)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow  # NVRTC compiles each state for sm_80 and sm_90
+@pytest.mark.parametrize("workload", [ROW_NORM, ROW_MAX, SKINNY_GEMM], ids=lambda w: w[0])
+def test_cross_thread_states_on_a_gpu(workload):
+    """Where a GPU exists: a random state of each sketch (cross-thread reductions, whose
+    threads meet at a barrier the emulator does not test) against numpy on cuda(0)."""
+    task = _task(workload)
+    rng, nrng = random.Random(1), np.random.default_rng(1)
+    for sketch in generate_sketches(task.compute_dag, "cuda"):
+        sch, args = task.compute_dag.apply_steps_from_state(
+            sample_candidate([sketch], rng).state(sketch))
+        arrays = _inputs(args, nrng)
+        out = run_on_gpu(sch, args, arrays)[-1]
+        np.testing.assert_allclose(out, _reference(workload[0], arrays[:-1]), rtol=1e-4,
+                                   atol=1e-4)
 
 
 @pytest.mark.gpu

@@ -66,9 +66,7 @@ def test_extract_tasks_one_per_distinct_group_weighted_by_its_uses():
 
 
 def test_extract_tasks_names_what_it_does_not_do():
-    mod, params = _import(testing.conv_bias_relu())
-    with pytest.raises(NotImplementedError, match="CPU sketch rules only"):
-        auto_scheduler.extract_tasks(mod, params, "cuda")
+    _, params = _import(testing.conv_bias_relu())
     with pytest.raises(TypeError, match="kiln.relay module"):
         auto_scheduler.extract_tasks(object(), params, "llvm")
 
@@ -219,5 +217,31 @@ def test_tune_a_network_tutorial(tmp_path):
                                        config={"relay.backend.use_auto_scheduler": True}):
             lib = relay.build(mod, target=target, params=params)
     assert "(auto_scheduler: " in lib.summary
+    np.testing.assert_allclose(_run(lib, model), _run(_untuned(mod, params), model),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # two builds of a network: 3-6 s on a loaded machine
+def test_relay_build_re_lays_out_constant_weights_at_compile_time(tmp_path):
+    """States of the tiling sketches (conv + ReLU, dense + bias): the conv's and the dense
+    layer's constant weights are transformed once by relay.build into the states' tile
+    order (new constants the kernels take), and the network's output is unchanged."""
+    model = testing.gemm_classifier()
+    mod, params = _import(model)
+    tasks, _ = auto_scheduler.extract_tasks(mod, params, "llvm")
+    assert {t.layout_rewrite_option for t in tasks} == {
+        auto_scheduler.LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED}
+    log = str(tmp_path / "net.json")
+    rng = random.Random(0)
+    for task in tasks:
+        sketch = generate_sketches(task.compute_dag)[0]
+        state = sample_candidate([sketch], rng).state(sketch)
+        auto_scheduler.save_records(log, [MeasureInput(task, state)],
+                                    [MeasureResult((1e-5,), 0, 0.1, 0.0)])
+    lib = _auto_scheduled(mod, params, log)
+    assert lib.summary.count(", layout of p1 [") == 2, lib.summary
+    rewritten = [v for k, v in lib.consts.items() if k.endswith("p1_rewritten")]
+    assert len(rewritten) == 2
+    assert not any(k.endswith("fc_w") for k in lib.consts)  # only the new layout is kept
     np.testing.assert_allclose(_run(lib, model), _run(_untuned(mod, params), model),
                                rtol=1e-5, atol=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -211,3 +212,28 @@ def test_xgb_model_learns_from_measurements():
     model.update(inputs, results)
     assert model.booster is not None
     assert len(model.predict(task, states)) == len(states)
+
+
+@pytest.mark.parametrize("target, lanes, registers", [("llvm -mcpu=haswell", 8, 16),
+                                                      ("llvm -mcpu=skylake-avx512", 16, 32)])
+def test_cpu_tiling_fits_the_targets_vectors_and_registers(target, lanes, registers):
+    """Multi-level tiling on a CPU: the vectorized innermost tile is drawn in whole vectors
+    of the target, and the innermost (register) tile of every drawn or mutated candidate
+    holds at most half the target's vector registers of accumulators."""
+    task = auto_scheduler.SearchTask(func="as_test_matmul", args=(256, 256, 256, "float32"),
+                                     target=target)
+    sketches = generate_sketches(task.compute_dag, target)
+    rng = random.Random(0)
+    for sk in sketches:
+        (vectorized,) = sk.vector_lanes.items()
+        assert vectorized[1] == lanes
+        register_limit = min(b for _, b in sk.limits)
+        assert register_limit == registers // 2 * lanes
+        for _ in range(20):
+            c = sample_candidate([sk], rng)
+            assert c.tiles[vectorized[0]][-1] % lanes == 0
+            tiled = [t for t in c.tiles.values() if len(t) == 4]
+            assert math.prod(t[3] for t in tiled) <= register_limit
+        too_big = {i: (t[0] * t[3] // 64, t[1], t[2], 64) if len(t) == 4 else t
+                   for i, t in c.tiles.items()}  # a 64 x 64 register tile
+        assert not sk.allows(too_big)

@@ -8,6 +8,8 @@ after another) and ``threadIdx``/``blockIdx`` are thread-local. The host program
 tensors are CPU NDArrays whose DLTensor claims to be on cuda(0).
 
 A missing or misplaced barrier shows up as a data race, i.e. as wrong results (not always).
+The C++ standard headers every source includes are precompiled once per cache directory
+(``_precompiled_headers``): parsing them was half of each compile.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ from kiln.codegen.codegen_cuda import cuda_scalar
 from kiln.codegen.cuda_host import HostFunction
 from kiln.runtime.ndarray import DLTensor
 
-_PRELUDE = r"""
-#include <barrier>
+#: the standard headers of every emulated source, precompiled (``-include``d by g++)
+_HEADERS = """#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <thread>
 #include <vector>
+"""
+#: g++'s flags for the sources and, identical, for their precompiled headers
+_CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-w"]
+
+_PRELUDE = r"""
 struct kiln_dim3 { unsigned x, y, z; };
 static thread_local kiln_dim3 threadIdx, blockIdx;
 static std::barrier<>* kiln_bar;
@@ -90,6 +97,34 @@ def _launcher(k) -> str:
     ])
 
 
+def _publish(path: str, make) -> None:
+    """Create ``path`` by ``make(tmp)`` and a rename, so that concurrent processes (xdist
+    workers) never see it half written."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    make(tmp)
+    os.replace(tmp, path)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _precompiled_headers(d: str) -> str:
+    """The header of :data:`_HEADERS` in ``d``, named by its text and :data:`_CXX_FLAGS`,
+    with its precompiled ``.gch`` beside it (g++ uses the ``.gch`` of an ``-include``d
+    header built with the same flags, else parses the header)."""
+    key = hashlib.sha256((_HEADERS + " ".join(_CXX_FLAGS)).encode()).hexdigest()[:16]
+    header = os.path.join(d, f"emu_headers_{key}.h")
+    if not os.path.exists(header + ".gch"):
+        if not os.path.exists(header):
+            _publish(header, lambda tmp: _write(tmp, _HEADERS))
+        _publish(header + ".gch", lambda tmp: subprocess.run(
+            ["g++", *_CXX_FLAGS, "-x", "c++-header", header, "-o", tmp], check=True,
+            capture_output=True, text=True))
+    return header
+
+
 def _compile(source: str) -> ctypes.CDLL:
     h = hashlib.sha256(source.encode()).hexdigest()[:24]
     d = os.path.join(os.environ.get("KILN_CACHE_DIR", tempfile.gettempdir()), "cuda-emu")
@@ -97,12 +132,11 @@ def _compile(source: str) -> ctypes.CDLL:
     so = os.path.join(d, f"emu_{h}.so")
     if not os.path.exists(so):
         src = os.path.join(d, f"emu_{h}.{os.getpid()}.cc")  # per process: xdist workers
-        with open(src, "w") as f:
-            f.write(source)
-        tmp = so + f".{os.getpid()}"
-        subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", src,
-                        "-o", tmp], check=True, capture_output=True, text=True)
-        os.replace(tmp, so)
+        _write(src, source)
+        headers = _precompiled_headers(d)
+        _publish(so, lambda tmp: subprocess.run(
+            ["g++", *_CXX_FLAGS, "-include", headers, "-shared", src, "-o", tmp], check=True,
+            capture_output=True, text=True))
     return ctypes.CDLL(so)
 
 

@@ -263,3 +263,23 @@ def test_squeeze_excitation_gate_stays_packed():
     assert lib.summary.count("layout_transform") == 2  # only in and out
     assert "sigmoid + multiply  [complex-out-fusable]  -> [1, 1, 6, 6, 16] NCHW16c" in lib.summary
     _run_and_check(m, lib)
+
+
+def _conv3x3(batch, c=16, hw=7):
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    return _model(nodes, [_w("w", c, c, 3, 3), _w("b", c)], [batch, c, hw, hw],
+                  [batch, c, hw, hw])
+
+
+@pytest.mark.parametrize("batch,op", [(1, "conv2d_NCHWc"), (4, "conv2d_NCHWc"),
+                                      (8, "conv2d_winograd_NCHWc")])
+def test_winograd_where_the_batch_pays(batch, op):
+    """A 7x7 map takes Winograd only from ``topi.nn.winograd.BATCH_TILES`` F(2x2) tiles of the
+    whole batch (8 x 16 here; 4 x 16 is too few), the batch folded into its tiles."""
+    m = _conv3x3(batch)
+    mod, params = relay.frontend.from_onnx(m)
+    ops = {n.op for n in alter_op_layout(relay.optimize(mod, params)).nodes}
+    assert op in ops and ({"conv2d_NCHWc", "conv2d_winograd_NCHWc"} - {op}).isdisjoint(ops)
+    if batch == 8:
+        _run_and_check(m, _build(m))

@@ -47,8 +47,9 @@ def _close(y: np.ndarray, ref: np.ndarray) -> bool:
 
 @requires_bf16
 @pytest.mark.parametrize("model", [onnx_models.conv_bias_relu(c=128, f=20),
+                                   onnx_models.conv_bias_relu(c=128, f=32),
                                    onnx_models.mlp_block(d=1024, hidden=1024)],
-                         ids=["conv_bias_relu", "mlp"])
+                         ids=["conv_bias_relu", "conv_bias_relu_direct", "mlp"])
 def test_bf16_build_matches_fp32(model):
     mod, params = relay.frontend.from_onnx(model)
     name, x = onnx_models.random_input(model)

@@ -97,3 +97,60 @@ def test_linear_gelu_residual_is_one_packed_kernel(shape, n):
     kernels = [st["func"] for st in lib.plan["steps"] if "func" in st]
     assert len([f for f in kernels if "dense_pack" in f]) == 1
     assert not any("dense_pack" not in f and ("erf" in f or "multiply" in f) for f in kernels)
+
+
+# ---- the dense_pack.x86 AutoTVM template -----------------------------------------------
+def _packed_graph() -> Graph:
+    x = input_node("x", (16, 32))
+    y = call("dense", [x, const(_weights(64, 32), "w"), const(_weights(64), "b")])
+    return Graph([x], [call("relu", [y])])
+
+
+def _dense_pack_task():
+    from kiln import autotvm
+
+    (task,) = autotvm.task.extract_from_program(_packed_graph(), {}, "llvm",
+                                                ops=["dense_pack"])
+    return task
+
+
+def test_dense_pack_template_space_and_fallback():
+    """Knobs sized by the target's vectors (panels of two AVX-512 registers: 16 or 32
+    columns per block); the fallback config is the hand schedule."""
+    import kiln
+    from kiln import autotvm
+    from kiln.topi.x86 import schedule_dense_pack
+
+    task = _dense_pack_task()
+    assert task.name == "dense_pack.x86" and task.flop == 2 * 16 * 32 * 64
+    space = task.config_space.space_map
+    assert [e.val for e in space["tile_n"].entities] == [16, 32]
+    assert [e.val for e in space["tile_m"].entities] == [1, 2, 4, 8]
+    s_cfg, args = task.instantiate(autotvm.task.FallbackConfigEntity())
+    assert str(kiln.lower(s_cfg, args)) == str(kiln.lower(schedule_dense_pack(args[-1]),
+                                                          args))
+
+
+@pytest.mark.slow  # measures configs in worker processes
+def test_tuned_dense_pack_record_applies_in_relay_build(tmp_path):
+    import kiln
+    from kiln import autotvm, relay
+    from kiln.contrib import graph_executor
+
+    task, log = _dense_pack_task(), str(tmp_path / "tune.json")
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=1, timeout=30),
+                                    runner=autotvm.LocalRunner(number=2, repeat=1, timeout=30))
+    tuner = autotvm.RandomTuner(task, seed=3)
+    tuner.tune(3, option, callbacks=[autotvm.callback.log_to_file(log)])
+    best, _ = autotvm.ApplyHistoryBest(log).best_by_workload[("cpu", task.workload)]
+    g = _packed_graph()
+    with autotvm.apply_history_best(log), relay.build_config(opt_level=3):
+        lib = relay.build(g, "llvm")
+    assert f"dense_pack.x86 config #{best.index}" in lib.summary
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    x = _weights(16, 32)
+    gm.run(x=x)
+    dense = next(n for n in g.nodes if n.op == "dense")
+    w, b = dense.inputs[1].value, dense.inputs[2].value
+    np.testing.assert_allclose(gm.get_output(0).numpy(), np.maximum(x @ w.T + b, 0),
+                               rtol=1e-5, atol=1e-5)

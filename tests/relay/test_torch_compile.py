@@ -1,10 +1,13 @@
 """``torch.compile(model, backend="kiln")``: a BERT-style encoder layer and a ViT-style block
-(tiny sizes, plain PyTorch) compiled by kiln match eager PyTorch; new shapes recompile; a
-graph kiln cannot compile runs eagerly after one log line naming the operator."""
+(tiny sizes, plain PyTorch) and the models benchmark's ResNet-18, BERT and ViT (small
+configurations) compiled by kiln match eager PyTorch; new shapes recompile; parameters and
+buffers are frozen; aligned inputs are read in place (DLPack, no copy); a graph kiln cannot
+compile runs eagerly after one log line naming the operator."""
 
 import logging
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -143,3 +146,122 @@ def test_kiln_compiled_graph_caches_per_signature():
             (y,) = graph(x)
             torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
     assert len(graph.compiled) == 2
+
+
+def _compiled_linear(x):
+    """A ``KilnCompiledGraph`` of ``nn.Linear(4, 3)`` called once on ``x``, its module."""
+    model = nn.Linear(4, 3).eval()
+    graph = torch_compile.kiln_backend(torch.fx.symbolic_trace(model), [x])
+    with torch.no_grad():
+        (y,) = graph(x)
+        torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
+    ((module, _),) = graph.compiled.values()
+    return graph, module
+
+
+def test_aligned_inputs_are_read_in_place():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4)
+    assert x.data_ptr() % 64 == 0  # torch's CPU allocator aligns to 64 bytes
+    graph, module = _compiled_linear(x)
+    assert torch.from_dlpack(module.get_input("input0")).data_ptr() == x.data_ptr()
+    # a view that is not aligned (or not contiguous) is copied once, with the same result
+    big = torch.randn(3, 4)
+    graph(big[1:])
+    assert torch.from_dlpack(module.get_input("input0")).data_ptr() != big.data_ptr()
+    with torch.no_grad():
+        torch.testing.assert_close(graph(big[1:])[0], graph(big[1:].clone())[0])
+
+
+def test_set_input_after_zero_copy_does_not_write_the_callers_tensor():
+    x = torch.randn(2, 4)
+    _, module = _compiled_linear(x)
+    before = x.clone()
+    module.set_input("input0", np.ones((2, 4), np.float32))
+    torch.testing.assert_close(x, before)
+    assert torch.from_dlpack(module.get_input("input0")).data_ptr() != x.data_ptr()
+
+
+def test_parameters_and_buffers_are_frozen():
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+            self.register_buffer("scale", torch.full((3,), 2.0))
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    seen = []
+
+    def spy(gm, example_inputs):
+        graph = torch_compile.kiln_backend(gm, example_inputs)
+        seen.append(graph)
+        return graph
+
+    model = Scaled().eval()
+    torch._dynamo.reset()
+    x = torch.randn(2, 4)
+    _close(torch.compile(model, backend=spy), model, x)
+    (graph,) = seen
+    ((module, used),) = graph.compiled.values()
+    assert len(graph.frozen) == 3 and module.get_num_inputs() == len(used) == 1
+
+
+#: the models of kiln.relay.testing at test sizes (the benchmark runs them full size)
+SMALL_MODELS = {
+    "resnet18": {"hw": 32, "classes": 10},
+    "bert_encoder": {"seq": 16, "layers": 2, "hidden": 64, "heads": 4, "ffn": 128,
+                     "vocab": 100},
+    "vit": {"hw": 32, "patch": 8, "layers": 2, "hidden": 64, "heads": 4, "ffn": 128,
+            "classes": 10},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", list(SMALL_MODELS))
+def test_benchmark_models_compile_whole_and_match_eager(key, compiled_by_kiln):
+    """ResNet-18, a small BERT encoder and a small ViT (kiln.relay.testing's, as the models
+    benchmark runs them under ``torch.compile``): one graph, compiled by kiln, inputs read
+    in place."""
+    from kiln.relay import testing
+
+    model = testing.get_model(key, **SMALL_MODELS[key])
+    module = testing.onnx_to_fx(model)
+    x = torch.from_numpy(testing.random_input(model)[1]).clone()  # torch-allocated: aligned
+    seen = []
+
+    def spy(gm, example_inputs):
+        seen.append(torch_compile.kiln_backend(gm, example_inputs))
+        return seen[-1]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=spy)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x), rtol=1e-4, atol=1e-4)
+    (graph,) = seen  # one graph: no graph break
+    ((kiln_module, used),) = graph.compiled.values()
+    assert torch.from_dlpack(kiln_module.get_input(f"input{used[0]}")).data_ptr() == \
+        x.data_ptr()
+
+
+def test_unsupported_operator_in_a_model_is_named_once(caplog):
+    """A model whose graph holds an operator kiln's importer does not convert runs eagerly,
+    after one log line naming it (here CumSum after a convolution)."""
+    class ConvCumSum(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.cumsum(self.conv(x), 1)
+
+    model = ConvCumSum().eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="kiln")
+    x = torch.randn(1, 3, 8, 8)
+    with caplog.at_level(logging.WARNING, logger="kiln.torch"):
+        for _ in range(3):
+            _close(compiled, model, x)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kiln.torch"]
+    assert len(lines) == 1 and "CumSum" in lines[0], lines

@@ -96,13 +96,13 @@ def _kernels(model) -> list[str]:
 
 
 def test_small_bert_layer_kernels():
-    """One encoder layer: 3 QKV projections with bias (3) and their head transposes (3),
-    QK^T with its scale (1), softmax (1), PV (1) and its transpose back (1), the output
-    projection with bias and residual (1), layer norm (1), the first MLP layer with bias and
-    GELU (1), the second with bias and residual (1), layer norm (1); embeddings: 2 (the
-    values against onnxruntime: test_model_zoo)."""
-    kernels = _kernels(bert_encoder(seq=16, layers=1, hidden=32, heads=2, ffn=64, vocab=50))
-    assert len(kernels) == 17, kernels
+    """One encoder layer: 3 QKV projections with bias, stored in the heads' layout (3; no
+    head transposes: kiln.relay.head_layout), QK^T with its scale (1), softmax (1), PV (1),
+    the output projection reading the heads, with bias and residual (1), layer norm (1),
+    the first MLP layer with bias and GELU (1), the second with bias and residual (1), layer
+    norm (1); embeddings: 2 (the values against onnxruntime: test_model_zoo)."""
+    kernels = _kernels(bert_encoder(seq=16, layers=1, hidden=64, heads=2, ffn=128, vocab=50))
+    assert len(kernels) == 13, kernels
     assert sum("erf + add + multiply + multiply" in k for k in kernels) == 1
     assert sum(k.startswith("softmax ") for k in kernels) == 1
     assert not any(k.startswith("reshape  ") for k in kernels)

@@ -5,11 +5,13 @@ damaged object rebuilt."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import kiln
+from kiln.runtime import compiler
 from kiln.runtime.compile_cache import lookup, lookup_info
 from kiln.runtime.compiler import compile_object, link_shared, object_entry, runtime_header
 from kiln.runtime.module import Module
@@ -78,3 +80,42 @@ def test_damaged_object_is_rebuilt(tmp_path, monkeypatch, caplog):
         compile_object(entry, _kernel("k_one", 1), info={"symbol": "k_one"})
     assert "building it again" in caplog.text
     assert lookup_info(entry) == {"symbol": "k_one"}
+
+
+def _gcc_only():
+    if not compiler._is_gcc(compiler.compiler_command()):
+        pytest.skip("precompiled headers are used with GCC only")
+
+
+def test_kernels_read_the_runtime_header_precompiled(tmp_path, monkeypatch):
+    """Objects whose source starts with the runtime header are compiled with it
+    precompiled (once per cache directory, compiler and flags), into the same object file."""
+    _gcc_only()
+    argvs = []
+    run = compiler._run
+    monkeypatch.setattr(compiler, "_run", lambda cmd, args: argvs.append(args) or run(cmd, args))
+    entries = _objects(tmp_path / "pch", monkeypatch)
+    (pch,) = (tmp_path / "pch").glob("kiln_c_runtime-*.h.gch")
+    header = str(pch)[:-len(".gch")]
+    compiles = [a for a in argvs if "-o" in a and str(a[a.index("-o") + 1]).endswith(".o")]
+    assert len(compiles) == 2 and all(a[a.index("-include") + 1] == header for a in compiles)
+    monkeypatch.setattr(compiler, "precompiled_runtime_header", lambda *_: None)
+    plain = _objects(tmp_path / "plain", monkeypatch)
+    for a, b in zip(entries, plain, strict=True):
+        assert a.path.read_bytes() == b.path.read_bytes()
+
+
+def test_precompiled_header_only_for_sources_that_start_with_it(tmp_path, monkeypatch):
+    _gcc_only()
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    argvs = []
+    run = compiler._run
+    monkeypatch.setattr(compiler, "_run", lambda cmd, args: argvs.append(args) or run(cmd, args))
+    source = "#define KILN_PACKED_CALLS 1\n" + _kernel("k_one", 1)
+    compile_object(object_entry("packed", name="packed"), source)
+    assert not any("-include" in a for a in argvs)
+    header = compiler.precompiled_runtime_header(compiler.compiler_command(), ["-O3", "-c"])
+    Path(header).unlink()  # a header removed from the cache is written again
+    assert compiler.precompiled_runtime_header(compiler.compiler_command(),
+                                               ["-O3", "-c"]) == header
+    assert Path(header).read_text() == runtime_header()

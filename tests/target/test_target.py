@@ -14,6 +14,7 @@ import kiln
 from kiln import te
 from kiln.errors import CompileError, TVMError
 from kiln.target import Target, cc, cpu, current_cpu, host_cpu
+from kiln.target.triple import host_triple
 
 #: ``gcc -march=sapphirerapids -dM -E`` (abridged), an AVX2-only and an AArch64 compiler
 SAPPHIRE_RAPIDS = """#define __SSE2__ 1
@@ -206,3 +207,11 @@ def test_named_cpu_has_bf16_and_amx_where_the_compiler_cannot_say(monkeypatch, m
     assert "avx512bf16" in cpu.cpu_for_mcpu("znver4").features
     assert "amx-tile" not in cpu.cpu_for_mcpu("znver4").features
     assert "avx512bf16" not in cpu.cpu_for_mcpu("icelake-server").features
+
+
+def test_a_foreign_triple_is_planned_as_a_generic_cpu():
+    """A target of another architecture gets none of this x86 host's vector facts (the
+    auto-scheduler and topi read them to size tiles); the host's own triple keeps them."""
+    foreign = Target("llvm -mtriple=aarch64-linux-gnu").cpu
+    assert foreign.isa == "generic" and not foreign.features
+    assert Target(f"llvm -mtriple={host_triple()}").cpu == Target("llvm").cpu

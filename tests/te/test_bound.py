@@ -42,3 +42,16 @@ def test_attached_producer_gets_one_tile():
     c = kiln.nd.empty((n,))
     mod(kiln.nd.array(a), c)
     np.testing.assert_allclose(c.numpy(), (a + 1) * 2)
+
+
+def test_input_tensors_is_a_new_list_each_time():
+    """``input_tensors`` (bound inference asks it of every stage) is found once per
+    operation, and callers may still change the list they get."""
+    A = te.placeholder((8,), name="A")
+    B = te.placeholder((8,), name="B")
+    C = te.compute((8,), lambda i: A[i] * B[7 - i] + A[7 - i], name="C")
+    first = C.op.input_tensors
+    assert first == [A, B]
+    first.append(C)
+    assert C.op.input_tensors == [A, B]
+    assert C.op.input_tensors is not C.op.input_tensors

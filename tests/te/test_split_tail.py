@@ -336,7 +336,8 @@ def test_a_remainder_loop_with_other_stores_is_cut_instead():
     from kiln.tir.loop_partition import loop_partition
 
     text = str(loop_partition(_marked_tail(extra_store=True)))
-    assert text.count("for (i,") == 2 and "likely" in text
+    # past the cut the guard fails: the tail loop keeps the other store only
+    assert text.count("for (i,") == 2 and "likely" not in text and text.count("B[") == 1
 
 
 def test_shift_inwards_with_a_stage_computed_inside_keeps_guards():

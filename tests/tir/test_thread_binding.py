@@ -9,7 +9,7 @@ from kiln.ir import expr as E
 from kiln.ir import stmt as S
 from kiln.ir.functor import collect_vars
 from kiln.ir.printer import to_text
-from kiln.tir.thread_binding import unify_thread_extents
+from kiln.tir.thread_binding import has_thread_binding, unify_thread_extents
 
 from .handbuilt import find, loop
 
@@ -47,6 +47,16 @@ def test_program_without_bindings_is_returned_unchanged():
     i = E.Var("i")
     stmt = loop(i, 4, S.Store(B, E.Load("float32", A, i), i))
     assert unify_thread_extents(stmt) is stmt
+
+
+def test_binding_found_under_any_statement():
+    i = E.Var("i")
+    store = S.Store(B, E.Load("float32", A, i), i)
+    tx = te.thread_axis("threadIdx.x")
+    deep = S.IfThenElse(i < 2, S.seq(store, loop(i, 2, _bind(tx, 4, store))))
+    assert has_thread_binding(loop(i, 4, S.seq(store, deep)))
+    assert not has_thread_binding(loop(i, 4, S.seq(store, S.IfThenElse(i < 2, store))))
+    assert not has_thread_binding(S.AttrStmt(tx, "pragma_x", 1, store))
 
 
 def test_wider_binding_nested_in_narrower_one_is_rejected():

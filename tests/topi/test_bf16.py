@@ -99,6 +99,9 @@ def test_conv_tiling_of_resnet18_layers_on_two_threads():
     assert B.conv_tiling(512, 7, 7, 2, True, halo=2) == (7, 2, 32, 49)
     assert B.conv_tiling(512, 7, 7, 1, True, halo=2) == (7, 1, 32, 49)
     assert B.conv_tiling(512, 7, 7, 2, False, halo=2) == (7, 2, 16, 7)  # AVX-512 blocks
+    # direct: the micro-kernel takes the tile's pixels whole, 32 channels at a time
+    assert B.conv_tiling(64, 56, 56, 2, True, halo=2, block=32) == (4, 1, 32, 224)
+    assert B.conv_tiling(512, 7, 7, 2, False, halo=2, block=32) == (7, 2, 32, 49)
 
 
 def test_packed_weight_layout():
@@ -166,23 +169,75 @@ def test_conv2d_bf16_matches_float64(path, shape, o, k, strides, pads, dil):
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((o, shape[1], k, k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
-    packed = B.pack_conv2d_weight(w)
+    _check_conv(x, w, b, strides, pads, dil)
+
+
+def _check_conv(x, w, b, strides, pads, dil, target: str = "llvm"):
+    """Build the bf16 convolution for ``target``, run it and check it (module doc); returns
+    the built function."""
+    o, _, k, _ = w.shape
+    packed = B.pack_conv2d_weight(w, strides)
     X = te.placeholder(x.shape, name="x")
     W = te.placeholder(packed.shape, "uint16", name="w")
     Bb = te.placeholder((o,), name="b")
-    out = B.conv2d_bf16_nchw(X, W, Bb, (k, k), o, strides, pads, dil)
-    f = kiln.build(B.schedule_conv2d_bf16(out), [X, W, Bb, out])
+    with kiln.target.Target(target):
+        out = B.conv2d_bf16_nchw(X, W, Bb, (k, k), o, strides, pads, dil)
+        f = kiln.build(B.schedule_conv2d_bf16(out), [X, W, Bb, out], target=target)
     y = kiln.nd.empty(out.shape)
     f(kiln.nd.array(x), kiln.nd.array(packed), kiln.nd.array(b), y)
     _check(y.numpy(), lambda a, c: _conv64(a, c, strides, pads, dil), x, w,
            b[None, :, None, None])
+    return f
+
+
+#: the targets of the direct convolution's two micro-kernels
+DIRECT_TARGETS = {"amx": "llvm -mcpu=sapphirerapids", "avx512": "llvm -mcpu=cooperlake"}
+
+
+def test_direct_convolutions_and_their_weight_layout():
+    assert B.is_direct((64, 64, 3, 3), (1, 1)) and B.is_direct((48, 32, 5, 5), (1, 1))
+    assert not B.is_direct((64, 64, 3, 3), (2, 2))  # stride 2: im2col
+    assert not B.is_direct((64, 64, 1, 1), (1, 1))  # pointwise: a GEMM of the input
+    assert not B.is_direct((64, 3, 7, 7), (1, 1)) and not B.is_direct((20, 64, 3, 3), (1, 1))
+    w = np.random.default_rng(5).standard_normal((48, 64, 3, 3)).astype(np.float32)
+    p = B.pack_conv2d_weight(w)  # [O/16, KH, KW, C/32, 16 pairs, 16, 2]
+    assert p.shape == (3, 3, 3, 2, 16, 16, 2)
+    assert p[1, 2, 0, 1, 5, 7, 1] == B.np_to_bf16_bits(w[16 + 7, 32 + 2 * 5 + 1, 2, 0])
+    assert B.pack_conv2d_weight(w, (2, 2)).shape == (48, 576)
+    block = bf16_intrin.ConvBlock(32, 4, 56, (3, 3), (1, 1), 2)
+    assert (block.width, block.in_rows, block.pixels) == (58, 6, 230)
+    # (a, b) offsets of taps (ry, rx, channel block) = (0, 0, 1), (0, 1, 0)
+    assert block.taps[1:3] == ((6 * 58 * 32, 32 * 32), (32, 2 * 32 * 32))
+
+
+@requires_bf16
+@pytest.mark.parametrize("kind", DIRECT_TARGETS)
+@pytest.mark.parametrize("shape,o,k,pads,dil", [
+    ((1, 32, 9, 9), 64, 3, (1, 1, 1, 1), (1, 1)),      # two blocks of 32 channels
+    ((2, 64, 10, 12), 48, 3, (2, 0, 1, 2), (2, 1)),   # batch 2, blocks of 16, dilation
+    ((1, 64, 7, 7), 64, 3, (1, 1, 1, 1), (1, 1)),     # channel groups; 61 = 32 + 29 pixels
+])
+def test_direct_conv2d_bf16_matches_float64(kind, shape, o, k, pads, dil):
+    """Stride-1 convolutions read the blocked input without im2col, on AMX tiles
+    (``tdpbf16ps``) and on AVX-512 BF16 alone (``vdpbf16ps``), each target pinned."""
+    target = DIRECT_TARGETS[kind]
+    if not kiln.target.Target(target).cpu.features <= current_cpu().features:
+        pytest.skip(f"this CPU cannot run {target}'s instructions")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((o, shape[1], k, k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    source = _check_conv(x, w, b, (1, 1), pads, dil, target).get_source()
+    assert "kiln_bf16_conv_" in source and "T_bf16_cols" not in source
+    assert ("_tile_dpbf16ps" in source) == (kind == "amx")
 
 
 @requires_bf16
 @pytest.mark.slow
 def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypatch):
-    """An AMX block of 48 x 70 (columns: two chunks of 32 and a ragged 6) computed by the
-    AVX-512 fallback, as in a process Linux denies the tile state."""
+    """An AMX block of 48 x 70 (columns: two chunks of 32 and a ragged 6), and a direct
+    convolution's, computed by the AVX-512 fallback, as in a process Linux denies the tile
+    state."""
     if not bf16_intrin.uses_amx():
         pytest.skip("this CPU has no AMX-BF16")
     granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
@@ -200,9 +255,60 @@ def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypa
     y = kiln.nd.empty((70, 48))
     f(kiln.nd.array(x), kiln.nd.array(packed), y)
     _check(y.numpy(), lambda a, c: a @ c.T, x, w, np.zeros(48))
+    # a direct convolution's blocks: 61 pixels (32 + 29) x 32 channels
+    x = rng.standard_normal((1, 32, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    _check_conv(x, w, np.zeros(32, np.float32), (1, 1), (1, 1, 1, 1), (1, 1))
 
 
 @requires_bf16
+def _blocked(x: np.ndarray, b: int) -> np.ndarray:
+    """NCHW -> ``NCHW{b}c`` (``[N, C/b, H, W, b]``)."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+@requires_bf16
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", DIRECT_TARGETS)
+@pytest.mark.parametrize("in_block,dtype,o,out_block", [
+    (16, "uint16", 64, 16),    # a chain's inner convolution: bf16 NCHW16c in, NCHW16c out
+    (16, "float32", 48, 16),   # float32 blocked input (a residual stream); 16-channel calls
+    (32, "uint16", 64, 32),    # the micro-kernel's own block
+    (0, "float32", 64, 16),    # a chain's first convolution: NCHW in, blocked out
+    (16, "float32", 64, 0),    # a chain's last: blocked in, NCHW out
+])
+def test_direct_conv2d_bf16_in_blocked_layouts(kind, in_block, dtype, o, out_block):
+    """A direct convolution reads ``NCHW{b}c`` input (float32 or bf16 bits) through its
+    packing copy and writes ``NCHW{b}c`` output from the micro-kernel's ``pixels x
+    channels`` accumulators stored as they are (no transpose), on both micro-kernels."""
+    target = DIRECT_TARGETS[kind]
+    if not kiln.target.Target(target).cpu.features <= current_cpu().features:
+        pytest.skip(f"this CPU cannot run {target}'s instructions")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 64, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((o, 64, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    data = _blocked(x, in_block) if in_block else x
+    data = B.np_to_bf16_bits(data) if dtype == "uint16" else data
+    packed = B.pack_conv2d_weight(w)
+    X = te.placeholder(data.shape, dtype, name="x")
+    W = te.placeholder(packed.shape, "uint16", name="w")
+    Bb = te.placeholder((o,), name="b")
+    with kiln.target.Target(target):
+        out = B.conv2d_bf16_nchw(X, W, Bb, (3, 3), o, (1, 1), (1, 1, 1, 1), (1, 1), out_block)
+        f = kiln.build(B.schedule_conv2d_bf16(out), [X, W, Bb, out], target=target)
+    y = kiln.nd.empty(out.shape)
+    f(kiln.nd.array(data), kiln.nd.array(packed), kiln.nd.array(b), y)
+    y = y.numpy()
+    if out_block:
+        assert y.shape == (1, o // out_block, 6, 7, out_block)
+        y = y.transpose(0, 1, 4, 2, 3).reshape(1, o, 6, 7)
+    _check(y, lambda a, c: _conv64(a, c, (1, 1), (1, 1, 1, 1), (1, 1)), x, w,
+           b[None, :, None, None])
+    assert ("kiln_bf16_store_t(" in f.get_source()) == (not out_block)
+
+
 def test_conv2d_bf16_reads_bf16_data_as_it_is():
     """Data given as bf16 bits (``uint16``, from ``bf16_round``) gives the bits of the same
     convolution of the float32 data it was rounded from."""
@@ -227,3 +333,9 @@ def test_schedules_refuse_a_cpu_without_bf16():
         W = te.placeholder(B.pack_dense_weight(np.ones((3, 4), np.float32)).shape, "uint16")
         with pytest.raises(kiln.TVMError, match="AVX-512 BF16"):
             B.schedule_dense_bf16(B.dense_bf16(X, W, None, 3))
+        X = te.placeholder((1, 32, 8, 8), name="x")
+        W = te.placeholder(B.pack_conv2d_weight(np.ones((32, 32, 3, 3), np.float32)).shape,
+                           "uint16")
+        out = B.conv2d_bf16_nchw(X, W, None, (3, 3), 32, (1, 1), (1, 1, 1, 1), (1, 1))
+        with pytest.raises(kiln.TVMError, match="avx512_bf16.*avx2"):
+            B.schedule_conv2d_bf16(out)

@@ -4,6 +4,7 @@ with the default and the x86 schedules."""
 import numpy as np
 import pytest
 
+import kiln
 from kiln import te, topi
 
 from . import ref
@@ -154,6 +155,30 @@ def test_conv2d_NCHWc_with_epilogue():  # noqa: N802
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("par, loops", [("oc", ["oc.outer", "n"]), ("y", ["n", "oh"])])
+def test_conv2d_NCHWc_batch_joins_the_parallel_loop(par, loops):  # noqa: N802
+    """At batch > 1 the batch is fused into the parallel loop: inside the channel blocks
+    when they run outermost (each block's weights serve every image), else outside the
+    rows."""
+    X = te.placeholder((3, 2, 9, 9, 8), name="X")
+    W = te.placeholder((4, 2, 3, 3, 8, 8), name="W")
+    Y = topi.nn.conv2d_NCHWc(X, W, 1, 1, 1)
+    x, wt = randn((3, 16, 9, 9), 22), randn((32, 16, 3, 3), 23)
+
+    def sched(outs):
+        s = te.create_schedule([t.op for t in outs])
+        conv = outs[0].op
+        plan = {**topi.x86.conv2d.nchwc_plan(conv), "par": par}
+        topi.x86.conv2d.schedule_conv_nchwc_block(s, outs, conv, plan)
+        text = str(kiln.lower(s, [X, W, *outs], simple_mode=True))
+        assert f"parallel ({'.'.join(loops)}.fused" in text
+        return s
+
+    (got,) = run(sched, Y, [X, W], [ref.pack_nchwc(x, 8), ref.pack_kernel(wt, 8, 8)])
+    np.testing.assert_allclose(got, ref.pack_nchwc(ref.conv2d_nchw(x, wt, 1, 1, 1), 8),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     """AVX-512 (32 registers): 8 pixels x 2 channel blocks, input channels unrolled by 2;
     AVX2 (16 registers): 7 pixels x 2 blocks, pixels outermost in the tile, or (odd channel
@@ -198,7 +223,8 @@ def test_depthwise_conv2d_nchw(n, c, m, h, k, s, p, d):
 
 
 @pytest.mark.parametrize("n, c, cb, h, k, s, p", [(1, 32, 16, 14, 3, 1, 1),
-                                                   (1, 8, 8, 11, 3, 2, 1)])
+                                                   (1, 8, 8, 11, 3, 2, 1),
+                                                   (3, 16, 8, 9, 3, 1, 1)])
 def test_depthwise_conv2d_NCHWc(n, c, cb, h, k, s, p, vector_bytes):  # noqa: N802
     X = te.placeholder((n, c // cb, h, h, cb), name="X")
     W = te.placeholder((c // cb, 1, k, k, 1, cb), name="W")

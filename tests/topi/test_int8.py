@@ -38,14 +38,25 @@ def _conv_ref(x, w_oihw, bias, mult, strides, pads, dil, zx, zy, dtype, relu):
     return _requantize_ref(acc, mult[None, :, None, None], zy, dtype, relu)
 
 
-def _check_conv(xdt, odt, shape, strides, pads, dil, relu, target="llvm", layout_target=None):
+def _blocked(v: np.ndarray, block: int) -> np.ndarray:
+    """NCHW ``v`` as ``NCHW{block}c`` (itself for block 0)."""
+    if not block:
+        return v
+    n, c, h, w = v.shape
+    return np.ascontiguousarray(v.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _check_conv(xdt, odt, shape, strides, pads, dil, relu, target="llvm", layout_target=None,
+                in_block=0, out_block=0):
     """The kernel (built for ``target``; its compute, hence the input layout, declared for
-    ``layout_target``, the same by default) against the int64 reference, bit for bit; the
+    ``layout_target``, the same by default; data and output NCHW or in blocks of
+    ``in_block`` / ``out_block`` channels) against the int64 reference, bit for bit; the
     caller's bias carries the input zero point's shift for int8 data."""
     n, c, h, w, o, k = shape
     rng = np.random.default_rng(0)
     lo, hi = I.INT8_RANGE[xdt]
-    x = rng.integers(lo, hi + 1, (n, c, h, w)).astype(xdt)
+    ref_x = rng.integers(lo, hi + 1, (n, c, h, w)).astype(xdt)
+    x = ref_x
     wt = rng.integers(-128, 128, (o, c, k, k)).astype("int8")
     bias = rng.integers(-5000, 5000, o).astype("int32")
     mult = rng.uniform(1e-4, 3e-3, o).astype("float32")
@@ -53,15 +64,18 @@ def _check_conv(xdt, odt, shape, strides, pads, dil, relu, target="llvm", layout
     shift = I.unsigned_zero_point(xdt, zx) - zx
     bias_k = (bias - shift * wt.reshape(o, -1).astype(np.int64).sum(1)).astype("int32")
     packed = I.pack_conv2d_weight(wt)
+    x = _blocked(x, in_block)
     X = te.placeholder(x.shape, xdt, name="x")
     W = te.placeholder(packed.shape, "int8", name="w")
     B = te.placeholder((o,), "int32", name="b")
     M = te.placeholder((o,), "float32", name="m")
     with kiln.target.Target(layout_target or target):
-        out = I.conv2d_int8_nchw(X, W, B, M, o, strides, pads, dil, zx, zy, odt, relu)
+        out = I.conv2d_NCHWc_int8(X, W, B, M, o, strides, pads, dil, zx, zy, odt, relu,
+                                  out_block)
     with kiln.target.Target(target):
         f = kiln.build(I.schedule_conv2d_int8(out), [X, W, B, M, out], target=target)
-    ref = _conv_ref(x, wt, bias, mult, strides, pads, dil, zx, zy, odt, relu)
+    ref = _blocked(_conv_ref(ref_x, wt, bias, mult, strides, pads, dil, zx, zy, odt, relu),
+                   out_block)
     got = kiln.nd.empty(ref.shape, odt)
     f(*(kiln.nd.array(a) for a in (x, packed, bias_k, mult)), got)
     np.testing.assert_array_equal(got.numpy(), ref)
@@ -97,6 +111,24 @@ def test_conv2d_int8_micro_kernels_of_pinned_targets(mcpu, kind):
                     target)
     assert intrin.kernel_name(intrin.row_block(9, kind), 2, (3, 3), 1, (1, 1), 4, kind) \
         in f.get_source()
+
+
+@pytest.mark.parametrize("xdt,shape,strides,pads,in_block,out_block", [
+    # blocked uint8 input without padding: read in place (1x1, strided 1x1)
+    ("uint8", (1, 64, 6, 6, 32, 1), (1, 1), (0, 0, 0, 0), 64, 16),
+    ("uint8", (1, 64, 8, 8, 128, 1), (2, 2), (0, 0, 0, 0), 16, 64),
+    # padded: the blocked copy (int8 data shifted to uint8 in it)
+    ("uint8", (1, 32, 9, 9, 64, 3), (1, 1), (1, 1, 1, 1), 16, 64),
+    ("int8", (1, 128, 9, 12, 16, 3), (1, 2), (1, 1, 1, 1), 64, 16),
+    # the stem: NCHW 3-channel data into a blocked output
+    ("uint8", (1, 3, 20, 20, 64, 7), (2, 2), (3, 3, 3, 3), 0, 64),
+])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=alderlake", "llvm -mcpu=haswell"])
+def test_conv2d_int8_blocked_layouts(xdt, shape, strides, pads, in_block, out_block, target):
+    """``NCHW{b}c`` data and outputs (the layout int8 activations keep between layers),
+    on the host's kernel (AMX where it has it) and the AVX-VNNI and AVX2 kernels."""
+    _check_conv(xdt, "uint8", shape, strides, pads, (1, 1), True, target=target,
+                in_block=in_block, out_block=out_block)
 
 
 def test_conv2d_int8_vector_kernel_reads_the_amx_layout():
@@ -151,6 +183,84 @@ def test_requantize_rounds_half_to_even():
     f(kiln.nd.array(np.array([1, 3, -5, 1000], "int32")),
       kiln.nd.array(np.array([0.5, 0.5, 0.5, 1.0], "float32")), got)
     np.testing.assert_array_equal(got.numpy(), [0, 2, -2, 127])
+
+
+@pytest.mark.parametrize("zp,dtype", [(3, "uint8"), (-5, "int8")])
+def test_saturating_round_in_vector_lanes_is_nearbyint(zp, dtype):
+    """The requantization's rounding as 16 vector lanes: half to even, saturation of values
+    far beyond the 8-bit range (the +-2**22 guard) and of infinities, bit for bit as
+    ``nearbyintf`` and a clamp."""
+    halves = np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)
+    edges = np.array([2.0**22, -2.0**22, 2.0**22 + 3, 1e9, -1e9, 3e38, -3e38, np.inf,
+                      -np.inf, 0.49999997, -0.49999997, 127.5, 128.5, -128.5, 254.5],
+                     np.float32)
+    y = np.concatenate([halves, edges, np.random.default_rng(2).normal(0, 200, 41)
+                        .astype(np.float32)])
+    y = np.resize(y, -(-y.size // 16) * 16)
+    lo, hi = I.INT8_RANGE[dtype]
+    Y = te.placeholder(y.shape, "float32", name="y")
+    out = te.compute(y.shape, lambda i: I.saturating_round(Y[i], zp, lo, hi), name="q")
+    s = te.create_schedule(out.op)
+    _, lanes = s[out].split(out.op.axis[0], factor=16)
+    s[out].vectorize(lanes)
+    f = kiln.build(s, [Y, out])
+    assert "float32x16" in f.get_source()  # vector lanes, no nearbyintf call
+    got = kiln.nd.empty(y.shape, "int32")
+    f(kiln.nd.array(y), got)
+    ref = np.clip(np.clip(np.rint(y), -2.0**40, 2.0**40).astype(np.int64) + zp, lo, hi)
+    np.testing.assert_array_equal(got.numpy(), ref)
+
+
+@pytest.mark.parametrize("target,block,relu", [
+    ("llvm", 16, True),
+    # two kernels compiled for each pinned target
+    pytest.param("llvm -mcpu=alderlake", 64, False, marks=pytest.mark.slow),
+    pytest.param("llvm -mcpu=haswell", 16, False, marks=pytest.mark.slow),
+])
+def test_conv2d_int8_with_fused_qnn_add_epilogue(target, block, relu):
+    """A convolution with a residual ``qnn.add`` fused into its vectorized epilogue: the
+    requantized uint8 value feeds the add without the ``int32(uint8(...))`` round trip,
+    and the result is bit for bit the ``qnn.add`` kernel's (compiled alone, scalar) of the
+    int64 reference convolution. (The C compiler contracts ``qnn.add``'s float32
+    products and sum into a fused multiply-add in both, so numpy's ``np_add`` may differ
+    by one in rare halfway cases.)"""
+    from kiln.relay import quantize_ops
+
+    c, hw, o = 32, 7, 64
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, c, hw, hw)).astype("uint8")
+    res = rng.integers(0, 256, (1, o, hw, hw)).astype("uint8")
+    wt = rng.integers(-128, 128, (o, c, 3, 3)).astype("int8")
+    bias = rng.integers(-5000, 5000, o).astype("int32")
+    mult = rng.uniform(1e-4, 3e-3, o).astype("float32")
+    zx, zy = 7, 3
+    attrs = {"lhs_scale": 0.05, "lhs_zero_point": zy, "rhs_scale": 0.125,
+             "rhs_zero_point": 2, "output_scale": 0.1, "output_zero_point": 5,
+             "out_dtype": "uint8", "relu": relu}
+    packed = I.pack_conv2d_weight(wt)
+    X = te.placeholder((1, c // 16, hw, hw, 16), "uint8", name="x")
+    W = te.placeholder(packed.shape, "int8", name="w")
+    B = te.placeholder((o,), "int32", name="b")
+    M = te.placeholder((o,), "float32", name="m")
+    R = te.placeholder((1, o // block, hw, hw, block), "uint8", name="r")
+    with kiln.target.Target(target):
+        conv = I.conv2d_NCHWc_int8(X, W, B, M, o, (1, 1), (1, 1, 1, 1), (1, 1), zx, zy,
+                                   "uint8", False, block)
+        out = quantize_ops.add([conv, R], attrs)
+        s = I.schedule_conv2d_int8(out)
+        assert "int32(uint8(" not in str(kiln.lower(s, [X, W, B, M, R, out]))
+        f = kiln.build(s, [X, W, B, M, R, out], target=target)
+    assert "uint8x16" in f.get_source()
+    conv_ref = _conv_ref(x, wt, bias, mult, (1, 1), (1, 1, 1, 1), (1, 1), zx, zy, "uint8",
+                         False)
+    lhs, rhs = (_blocked(v, block) for v in (conv_ref, res))
+    L = te.placeholder(lhs.shape, "uint8", name="lhs")
+    alone = quantize_ops.add([L, R], attrs)
+    add = kiln.build(te.create_schedule(alone.op), [L, R, alone], target=target)
+    ref, got = (kiln.nd.empty(lhs.shape, "uint8") for _ in range(2))
+    add(kiln.nd.array(lhs), kiln.nd.array(rhs), ref)
+    f(*(kiln.nd.array(a) for a in (_blocked(x, 16), packed, bias, mult, rhs)), got)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
 
 
 def test_unsupported_types_are_clear_errors():

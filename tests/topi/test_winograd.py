@@ -14,11 +14,11 @@ from .common import randn
 from .ref import conv2d_nchw, pack_nchwc, unpack_nchwc
 
 
-def _winograd(c, k, h, w, m, pad=1, cb=8, ob=8, epilogue=False, schedule="x86"):
-    x = randn((1, c, h, w), seed=1)
+def _winograd(c, k, h, w, m, pad=1, cb=8, ob=8, epilogue=False, schedule="x86", batch=1):
+    x = randn((batch, c, h, w), seed=1)
     wt = randn((k, c, 3, 3), seed=2)
     bias = randn((k,), seed=3)
-    X = te.placeholder((1, c // cb, h, w, cb), name="X")
+    X = te.placeholder((batch, c // cb, h, w, cb), name="X")
     U = te.placeholder((m + 2, m + 2, k // ob, c, ob), name="U")
     Y = topi.nn.conv2d_winograd_NCHWc(X, U, pad, m)
     args = [X, U]
@@ -56,9 +56,19 @@ def test_matches_direct_convolution(m, c, k, h, w, pad, vector_bytes):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("batch", [1, 3, 8])
+@pytest.mark.parametrize("m,c,k,h,w", [(4, 8, 16, 13, 11), (2, 16, 8, 7, 7), (2, 8, 8, 15, 13)])
+def test_batches(batch, m, c, k, h, w):
+    """The batch is folded into the tile index: blocks of tile rows of one image (15x13, the
+    last block's rows cut by the image's edge), or of whole images (13x11, 7x7)."""
+    got, ref = _winograd(c, k, h, w, m, batch=batch)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("schedule", ["x86", "default"])
-def test_fused_bias_relu(schedule):
-    got, ref = _winograd(16, 16, 14, 14, 2, epilogue=True, schedule=schedule)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fused_bias_relu(schedule, batch):
+    got, ref = _winograd(16, 16, 14, 14, 2, epilogue=True, schedule=schedule, batch=batch)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
@@ -100,6 +110,24 @@ def test_tile_choice():
     assert topi.nn.winograd_tile(28, 28, 512, 512) == 2
     assert topi.nn.winograd_tile(14, 14, 256, 256) is None
     assert topi.nn.winograd_tile(7, 7, 512, 512) is None
+    # at batch > 1 from BATCH_TILES F(2x2) tiles of the whole batch, F(2x2) below 24²
+    assert topi.nn.winograd_tile(56, 56, 64, 64, batch=8) == 4
+    assert topi.nn.winograd_tile(14, 14, 256, 256, batch=2) == 2
+    assert topi.nn.winograd_tile(7, 7, 512, 512, batch=4) is None
+    assert topi.nn.winograd_tile(7, 7, 512, 512, batch=8) == 2
+
+
+@pytest.mark.parametrize("batch,n,m,rows,images", [(1, 28, 4, 3, 1), (8, 28, 4, 7, 1),
+                                                   (8, 56, 4, 2, 1), (8, 7, 2, 4, 4)])
+def test_batch_plan(batch, n, m, rows, images, monkeypatch):
+    """At batch > 1 a parallel block is whole tile rows of one image, ``rows`` dividing the
+    image's (no tail block in the fused batch x rows loop), or whole images."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    X = te.placeholder((batch, 8, n, n, 8), name="X")
+    Y = topi.nn.conv2d_winograd_NCHWc(X, te.placeholder((m + 2, m + 2, 8, 64, 8), name="U"),
+                                      1, m)
+    plan = topi.x86.winograd.winograd_plan(Y.op)
+    assert (plan["rows"], plan["images"]) == (rows, images)
 
 
 def test_plan_fits_the_vector_registers(vector_bytes):

@@ -99,15 +99,32 @@ def test_symbolic_sequence_length_one_build_every_size(form):
                                    err_msg=f"s = {size}")
 
 
-def test_symbolic_block_is_guard_free():
+def test_symbolic_block_is_guard_free_in_one_parallel_loop():
     """Over a symbolic extent the full register blocks keep no test: the rows' and the
-    columns' checks are separate guards, each cut by loop partitioning."""
+    columns' checks are separate guards, each cut by loop partitioning; the row tail is a
+    branch of the one parallel loop over the row blocks (one fork of the threads per
+    call), not a second parallel loop."""
     s = te.var("s")
     A, B, out, sched = _product(None, s, 16, s)
     text = str(kiln.lower(sched([out]), [A, B, out]))
     # the first block's accumulation over k, up to the store of the block
     first_block = text.split("for (k, ", 1)[1].split("for (i.inner, 0, ", 1)[0]
     assert "ramp(" in first_block and "likely" not in first_block
+    mb, _ = gemm_block("float32")
+    assert text.count("parallel (") == 1
+    assert f"< floordiv(s, {mb})))) {{" in text  # the tail block: a branch of that loop
+
+
+def test_symbolic_scores_have_no_dead_copy_of_the_block():
+    """``q kᵀ / 8`` over a symbolic sequence length: four copies of the register block (full
+    or tail rows by full or tail columns) and no test left but the parallel loop's branch;
+    a tail past a cut keeps no guarded copy of the block that could never run (issue 19:
+    they were a fifth of the lowered code and of its compile time)."""
+    s = te.var("s")
+    A, B, out, sched = _product(None, s, 16, s, scale=True)
+    text = str(kiln.lower(sched([out]), [A, B, out]))
+    assert text.count("for (k, ") == 4
+    assert text.count("likely(") == 1
 
 
 @settings(max_examples=10)

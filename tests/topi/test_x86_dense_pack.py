@@ -123,3 +123,41 @@ def test_output_of_another_shape_reads_a_blocked_intermediate():
     f(kiln.nd.array(a), kiln.nd.array(packed_dense.pack_dense_weight(w, nb)), z)
     want = np.maximum(a.astype(np.float64) @ w.T, 0).reshape(2, 5, 40)
     np.testing.assert_allclose(z.numpy(), want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("split, axes, data_heads", [
+    ((1, 16, 2, 32), (0, 2, 1, 3), False),  # queries [B, H, S, D]
+    ((1, 17, 2, 32), (0, 2, 3, 1), False),  # keys [B, H, D, S], a row tail
+    ((3, 5, 2, 32), (0, 2, 1, 3), True),  # batches with a row tail, heads read and stored
+])
+def test_dense_pack_in_head_layouts(split, axes, data_heads):
+    """The product read from / stored in attention's head layouts equals the matrix product
+    transposed by numpy (a bias and a relu epilogue computed in the stored layout)."""
+    b, s, h, d = split
+    m, n = b * s, h * d
+    k = n if data_heads else 24
+    nb = packed_dense.dense_pack_block(n)
+    out_layout = packed_dense.HeadLayout(split, axes)
+    data_layout = packed_dense.HeadLayout(split, (0, 2, 1, 3)) if data_heads else None
+    A = te.placeholder(data_layout.shape if data_heads else (m, k), name="A")
+    W = te.placeholder((n // nb, k, nb), name="W")
+    B = te.placeholder((n,), name="B")
+    Y = topi.nn.relu(topi.x86.dense_pack(A, W, B, units=n, data_layout=data_layout,
+                                         out_layout=out_layout.attr))
+    assert tuple(int(x) for x in Y.shape) == out_layout.shape
+    f = kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, B, Y])
+    a, w, bias = randn((m, k), 9), randn((n, k), 10), randn((n,), 11)
+    y = kiln.nd.empty(out_layout.shape)
+    stored_a = a.reshape(split).transpose(0, 2, 1, 3).copy() if data_heads else a
+    f(*[kiln.nd.array(x) for x in (stored_a, packed_dense.pack_dense_weight(w, nb), bias)], y)
+    want = np.maximum(a.astype(np.float64) @ w.T + bias, 0).reshape(split).transpose(axes)
+    np.testing.assert_allclose(y.numpy(), want, rtol=RTOL, atol=ATOL)
+
+
+def test_head_layout_must_fit_the_panels():
+    A = te.placeholder((8, 16), name="A")
+    W = te.placeholder((1, 16, 32), name="W")
+    with pytest.raises(ValueError, match="panels of 32"):
+        topi.x86.dense_pack(A, W, out_layout=((1, 8, 4, 8), (0, 2, 1, 3)))
+    with pytest.raises(ValueError, match="permutation"):
+        topi.x86.dense_pack(A, W, out_layout=((1, 8, 4, 8), (0, 1, 1, 3)))

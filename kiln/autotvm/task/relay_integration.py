@@ -4,7 +4,7 @@
 * :func:`extract_from_program` runs the front half of ``relay.build``
   (``relay.build_module.optimize_and_fuse``: the graph passes, the layout pass, fusion)
   and returns one tuning task per distinct workload of a tunable kernel (``conv2d_NCHWc``,
-  ``depthwise_conv2d_NCHWc``, ``dense``; the templates are in
+  ``depthwise_conv2d_NCHWc``, ``dense``, ``dense_pack``; the templates are in
   :mod:`kiln.topi.x86.tunable`). A task's workload is the kernel's anchor operator alone
   (shapes, strides, padding, dilation, dtype); ``task.num_uses`` counts the kernels of the
   graph that share it.
@@ -28,7 +28,7 @@ __all__ = ["TUNABLE_OPS", "extract_from_program", "task_args", "workload_of",
 #: relay operator -> autotvm template (see kiln/topi/x86/tunable.py)
 TUNABLE_OPS = {"conv2d_NCHWc": "conv2d_NCHWc.x86",
                "depthwise_conv2d_NCHWc": "depthwise_conv2d_NCHWc.x86",
-               "dense": "dense.x86"}
+               "dense": "dense.x86", "dense_pack": "dense_pack.x86"}
 
 #: names ``ops=`` accepts (TVM's op names too) -> the relay operators they select
 _OP_ALIASES = {
@@ -37,7 +37,8 @@ _OP_ALIASES = {
     "conv2d_NCHWc": ("conv2d_NCHWc",), "nn.contrib_conv2d_NCHWc": ("conv2d_NCHWc",),
     "depthwise_conv2d": ("depthwise_conv2d_NCHWc",),
     "depthwise_conv2d_NCHWc": ("depthwise_conv2d_NCHWc",),
-    "dense": ("dense",), "nn.dense": ("dense",),
+    "dense": ("dense", "dense_pack"), "nn.dense": ("dense", "dense_pack"),
+    "dense_pack": ("dense_pack",),
 }
 
 
@@ -72,6 +73,10 @@ def task_args(node) -> tuple[str, tuple]:
     w = te.placeholder(weight.shape, dtype=weight.dtype, name="weight")
     if node.op == "dense":
         return TUNABLE_OPS[node.op], (d, w, node.dtype)
+    if node.op == "dense_pack":
+        a = node.attrs
+        return TUNABLE_OPS[node.op], (d, w, a["units"], a.get("data_layout"),
+                                      a.get("out_layout"), node.dtype)
     a = node.attrs
     return TUNABLE_OPS[node.op], (d, w, tuple(a["strides"]), tuple(a["padding"]),
                                   tuple(a["dilation"]), node.dtype)
@@ -84,8 +89,9 @@ def workload_of(node) -> tuple:
 
 
 def _anchor(nodes):
-    """The tunable operator of a fused group (None when it has none)."""
-    return next((n for n in nodes if n.op in TUNABLE_OPS), None)
+    """The tunable operator of a fused group (None when it has none; an operator over
+    symbolic shapes has no workload)."""
+    return next((n for n in nodes if n.op in TUNABLE_OPS and n.is_static), None)
 
 
 def schedule_group(group, outs, target):

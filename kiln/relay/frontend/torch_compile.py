@@ -5,17 +5,21 @@ the package's ``torch_dynamo_backends`` entry point names it, so that ``backend=
 works without the import. :func:`kiln_backend` receives each FX graph TorchDynamo captures
 and returns a :class:`KilnCompiledGraph`, which runs it:
 
-* the graph's parameters (its ``nn.Parameter`` inputs, or attributes of the graph module)
-  become constants of the compiled model, frozen at compile time as ``relay.build`` freezes
-  ``params`` (call ``torch._dynamo.reset()`` and compile again after changing them);
+* the graph's parameters and buffers (the inputs TorchDynamo lifted from the module's
+  ``_parameters`` and ``_buffers``, any ``nn.Parameter`` input, or attributes of the graph
+  module) become constants of the compiled model, frozen at compile time as
+  ``relay.build`` freezes ``params`` (call ``torch._dynamo.reset()`` and compile again after
+  changing them);
 * for each new signature of its arguments (tensor shapes and dtypes, integer values: the
   sizes of a graph TorchDynamo made dynamic) the graph is exported to ONNX in memory
   (``torch.onnx.export``, the TorchScript exporter, integers as constants), imported by
   ``relay.frontend.from_onnx`` and built by ``relay.build`` for ``llvm`` at ``opt_level=3``;
   the module is cached per signature;
-* a call binds each input tensor's memory through DLPack and copies it once into the
-  module's input buffer; each output is copied once out of the module's buffers (reused by
-  the next call) into a new tensor handed to torch through DLPack;
+* a call binds each input tensor's memory through DLPack and the module reads it there
+  (``set_input_zero_copy``, no copy) when it is contiguous and 64-byte aligned (torch's CPU
+  allocator aligns so); any other input is copied once into the module's input buffer;
+  each output is copied once out of the module's buffers (reused by the next call) into a
+  new tensor handed to torch through DLPack;
 * a graph kiln cannot compile (an operator the ONNX exporter or kiln's importer does not
   convert, an input not on the CPU, of another dtype or requiring grad) runs eagerly as
   ``gm.forward`` after ONE warning on the ``kiln.torch`` logger naming the reason (for an
@@ -34,10 +38,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch._dynamo.source import is_from_unspecialized_param_buffer_source
 
 from kiln.runtime import graph_executor
 from kiln.runtime.device import cpu
 from kiln.runtime.dlpack import from_dlpack
+from kiln.runtime.ndarray import ALIGNMENT
 
 from ..build_module import build, build_config
 from .onnx import OnnxImportError, OpNotImplemented, from_onnx
@@ -87,8 +93,7 @@ class KilnCompiledGraph:
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
         self.gm = gm
-        self.frozen = {k: t for k, t in enumerate(example_inputs)
-                       if isinstance(t, torch.nn.Parameter)}
+        self.frozen = {k: example_inputs[k] for k in _weights(gm, example_inputs)}
         #: call signature -> the compiled module and the positions (among the call's
         #: tensors) of its inputs, ``input{position}``: the export leaves out a tensor the
         #: graph does not read
@@ -138,16 +143,40 @@ class KilnCompiledGraph:
         return graph_executor.GraphModule(lib["default"](cpu())), used
 
 
+def _weights(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[int]:
+    """The positions of the graph's parameters and buffers among its inputs: ``nn.Parameter``
+    inputs and the inputs TorchDynamo lifted from a module's ``_parameters``/``_buffers``."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [k for k, (node, t) in enumerate(zip(placeholders, example_inputs, strict=False))
+            if isinstance(t, torch.nn.Parameter) or _is_module_state(node)]
+
+
+def _is_module_state(node: torch.fx.Node) -> bool:
+    """Whether TorchDynamo lifted this placeholder from a module's parameters or buffers."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    return source is not None and is_from_unspecialized_param_buffer_source(source)
+
+
 def _run(module: graph_executor.GraphModule, used: list[int], runtime: list[Any]) -> tuple:
-    """Run ``module`` on the call's tensors (each bound through DLPack, copied once into the
-    module's input) and return its outputs as new torch tensors."""
+    """Run ``module`` on the call's tensors (each bound through DLPack: read in place where
+    it can be, :func:`_bind`) and return its outputs as new torch tensors."""
     tensors = [a for a in runtime if isinstance(a, torch.Tensor)]
     for pos in used:
-        module.get_input(f"input{pos}").copyfrom(from_dlpack(tensors[pos].detach()
-                                                             .contiguous()))
+        _bind(module, f"input{pos}", tensors[pos].detach())
     module.run()
     return tuple(torch.from_dlpack(module.get_output(k))
                  for k in range(module.get_num_outputs()))
+
+
+def _bind(module: graph_executor.GraphModule, name: str, tensor: torch.Tensor) -> None:
+    """Input ``name`` of ``module`` read from ``tensor``'s memory (zero copy) when the
+    compiled code can read it there (contiguous, 64-byte aligned, the input's dtype), else
+    copied once into the module's input buffer."""
+    if (tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0
+            and str(tensor.dtype).removeprefix("torch.") == module.get_input(name).dtype):
+        module.set_input_zero_copy(name, from_dlpack(tensor))
+    else:
+        module.set_input(name, tensor.contiguous().numpy())
 
 
 #: the input dtypes kiln's importer takes

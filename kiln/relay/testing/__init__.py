@@ -5,7 +5,8 @@
 seeded numpy generator (nothing is downloaded; the same seed gives the same model);
 ``get_model(name)`` builds one by name. Small single-feature models (a conv with
 bias and relu, a residual block, a depthwise block, ...) serve the tests.
-``onnx_to_torch`` runs such a model with PyTorch eager operators, for comparisons.
+``onnx_to_torch`` runs such a model with PyTorch eager operators, for comparisons
+(``onnx_to_fx``: the same as one ``torch.fx`` graph, for ``torch.compile``).
 
 Needs the ``onnx`` package: ``pip install 'kiln[onnx]'``.
 """
@@ -37,7 +38,7 @@ from .onnx_models import (
     two_branches,
 )
 from .registry import MODELS, get_model
-from .torch_models import onnx_to_torch
+from .torch_models import onnx_to_fx, onnx_to_torch
 from .transformer_models import bert_encoder, vit
 
 __all__ = ["MODELS", "get_model", "random_input", "resnet18", "resnet50", "mobilenet_v2",
@@ -45,4 +46,4 @@ __all__ = ["MODELS", "get_model", "random_input", "resnet18", "resnet50", "mobil
            "conv_bias_relu", "residual_block", "depthwise", "pooling", "gemm_classifier",
            "reshape_matmul_concat", "two_branches", "exported_flatten_pattern",
            "maxpool_relu", "mlp_block", "attention_block", "inception_block",
-           "onnx_to_torch"]
+           "onnx_to_torch", "onnx_to_fx"]

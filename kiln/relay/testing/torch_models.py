@@ -155,3 +155,22 @@ def onnx_to_torch(model):
             return env[output]
 
     return OnnxModule().eval()
+
+
+def onnx_to_fx(model):
+    """:func:`onnx_to_torch`'s module traced by ``torch.fx`` into one flat graph module of
+    the same operators and buffers, taking the graph's one input: what ``torch.compile``
+    captures whole (TorchDynamo breaks the node-by-node ``forward`` into many graphs)."""
+    import torch
+
+    module = onnx_to_torch(model)
+
+    class OneInput(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = module
+
+        def forward(self, x):
+            return self.model(x)
+
+    return torch.fx.symbolic_trace(OneInput()).eval()

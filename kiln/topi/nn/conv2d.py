@@ -80,7 +80,7 @@ def group_conv2d_nchw(Input, Filter, stride, padding, dilation, groups, out_dtyp
                       * _cast(Filter[ff, rc, ry, rx], out_dtype), axis=[rc, ry, rx])
 
     attrs = {"strides": (sh, sw), "padding": (pt, pl, pb, pr), "dilation": (dh, dw),
-             "groups": groups, "layout": "NCHW"}
+             "groups": groups, "layout": "NCHW", "layout_free_placeholders": [Filter]}
     return te.compute((batch, out_c, out_h, out_w), f, name=_name, tag=_tag, attrs=attrs)
 
 
@@ -155,7 +155,8 @@ def conv2d_NCHWc(data, kernel, stride, padding, dilation, layout=None, out_layou
             * _cast(kernel[oc, icc, ry, rx, icb, ob], out_dtype), axis=[icc, ry, rx, icb]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc",
         attrs={"strides": (sh, sw), "padding": (pt, pl, pb, pr), "dilation": (dh, dw),
-               "groups": 1, "layout": f"NCHW{ic_bn}c", "out_layout": f"NCHW{oc_bn}c"})
+               "groups": 1, "layout": f"NCHW{ic_bn}c", "out_layout": f"NCHW{oc_bn}c",
+               "layout_free_placeholders": [kernel]})
 
 
 __all__ = ["conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_NCHWc"]

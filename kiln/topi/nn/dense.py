@@ -66,7 +66,8 @@ def dense(data, weight, bias=None, out_dtype=None):
     out = te.compute(
         (m, n), lambda i, j: te.sum(_cast(data[i, k], out_dtype) * _cast(weight[j, k],
                                                                           out_dtype), axis=k),
-        name="T_dense", tag="dense", attrs={"transpose_a": False, "transpose_b": True})
+        name="T_dense", tag="dense", attrs={"transpose_a": False, "transpose_b": True,
+                                            "layout_free_placeholders": [weight]})
     return _add_bias(out, bias, out_dtype)
 
 

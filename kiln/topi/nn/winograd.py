@@ -21,7 +21,10 @@ The transforms are written as explicit sums over the matrices' non-zero entries,
 the (constant, once the loops are unrolled) tile coordinates, so no multiplication by a zero
 entry is ever emitted. Layouts: data ``[N, C/cb, H, W, cb]``, transformed filter
 ``[alpha, alpha, K/ob, C, ob]``, output ``[N, K/ob, H', W', ob]`` — the output-channel block
-is innermost everywhere, as in ``conv2d_NCHWc``, so every stage vectorizes along it.
+is innermost everywhere, as in ``conv2d_NCHWc``, so every stage vectorizes along it. The
+batch is folded into the tile index (``t = (n * tiles_y + ty) * tiles_x + tx``), so one
+batched product covers the tiles of every image and the transformed filter is shared by
+the whole batch.
 """
 
 from __future__ import annotations
@@ -57,17 +60,31 @@ def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.array(x, dtype="float64") for x in WINOGRAD_MATRICES[m])
 
 
-def winograd_tile(out_h: int, out_w: int, in_channels: int, out_channels: int) -> int | None:
+#: F(2x2) tiles of a whole batch from which Winograd pays on images smaller than 24²
+BATCH_TILES = 96
+
+
+def winograd_tile(out_h: int, out_w: int, in_channels: int, out_channels: int,
+                  batch: int = 1) -> int | None:
     """The tile size ``m`` worth using for a 3x3 stride-1 convolution with this output, or
-    None where the direct convolution is as fast. Measured on a 2-core AVX2 machine: F(4x4)
-    at 56² and 28² is 2.5-3.5x faster than the direct convolution; at 14² F(2x2) only
-    matches it (in ResNet-18, 2.8 ms per layer against the direct schedule's ~2.5: the 16/9
-    bigger transformed kernel is streamed for only 49 tiles), and at 7² it is slower. F(4x4)
-    only up to 256 channels (its error grows with the reduction: ~1e-5 relative at 256),
-    F(2x2) beyond."""
-    if min(out_h, out_w) < 24:
-        return None
-    return 4 if max(in_channels, out_channels) <= 256 else 2
+    None where the direct convolution is as fast. Measured on a 2-core AVX2 machine at batch
+    1: F(4x4) at 56² and 28² is 2.5-3.5x faster than the direct convolution; at 14² F(2x2)
+    only matches it (in ResNet-18, 2.8 ms per layer against the direct schedule's ~2.5: the
+    16/9 bigger transformed kernel is streamed for only 49 tiles), and at 7² it is slower.
+    F(4x4) only up to 256 channels (its error grows with the reduction: ~1e-5 relative at
+    256), F(2x2) beyond.
+
+    At batch > 1 the batch is folded into the batched product's tiles, so the transformed
+    kernel is streamed once for the tiles of several images: on images below 24² F(2x2)
+    pays from :data:`BATCH_TILES` tiles of the whole batch (AVX-512, 1 thread, per
+    layer: 256@14² at batch 2 0.7x the direct convolution's time, 512@7² the same time at
+    batch 4 (64 tiles) and 0.75x at batch 8). F(4x4) measured the same as F(2x2) at
+    256@14² (its 4x4 tiles pad 14 to 16) with a larger error, so small images take F(2x2)."""
+    if min(out_h, out_w) >= 24:
+        return 4 if max(in_channels, out_channels) <= 256 else 2
+    if batch > 1 and batch * -(-out_h // 2) * -(-out_w // 2) >= BATCH_TILES:
+        return 2
+    return None
 
 
 def winograd_weight_transform(kernel: np.ndarray, m: int, ob: int) -> np.ndarray:
@@ -128,20 +145,18 @@ def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa
             f"winograd: transformed kernel {get_const_tuple(kernel_transformed.shape)} does "
             f"not match F({m}x{m}, 3x3) on data {get_const_tuple(data.shape)}: expected "
             f"[{alpha}, {alpha}, K/ob, {ico * cb}, ob]")
-    if n_batch != 1:
-        raise NotImplementedError("winograd convolution: batch size 1 only")
     pt, pl, pb, pr = get_pad_tuple(padding, (3, 3))
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
     nh, nw = -(-oh // m), -(-ow // m)
     # pad so that every tile's alpha x alpha window is inside the padded input
     padded = pad_masked(data, (0, 0, pt, pl, 0),
                         (0, 0, nh * m + 2 - h - pt, nw * m + 2 - w - pl, 0), name="data_pad")
-    n_tiles = nh * nw
+    n_tiles = n_batch * nh * nw  # the batch folded into the tile index: t = (b, ty, tx)
 
     def rows(e, s, t, c):  # (B^T d)[e, s] of tile t, channel c
-        ty, tx = t // nw, t % nw
+        b, ty, tx = t // (nh * nw), t // nw % nh, t % nw
         return _select(e, [_combination(bt[i], lambda r: padded[
-            0, c // cb, ty * m + r, tx * m + s, c % cb]) for i in range(alpha)])
+            b, c // cb, ty * m + r, tx * m + s, c % cb]) for i in range(alpha)])
 
     BTd = te.compute((alpha, alpha, n_tiles, ic), rows, name="winograd_BTd",
                      tag="winograd_input_transform")
@@ -164,7 +179,7 @@ def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa
         name="winograd_ATM", tag="winograd_output_transform")
 
     def output_tile(b, k, y, x, o):
-        t = (y // m) * nw + x // m
+        t = (b * nh + y // m) * nw + x // m
         return _select(x % m, [_combination(at[j], lambda nu: ATM[y % m, nu, k, t, o])
                                for j in range(m)])
 
@@ -173,4 +188,4 @@ def conv2d_winograd_NCHWc(data, kernel_transformed, padding, m: int = 2,  # noqa
 
 
 __all__ = ["conv2d_winograd_NCHWc", "winograd_weight_transform", "winograd_matrices",
-           "winograd_tile", "WINOGRAD_MATRICES"]
+           "winograd_tile", "WINOGRAD_MATRICES", "BATCH_TILES"]

@@ -20,6 +20,9 @@ emits, and the 2-D ``[M, K] x [K, N]``; ``transpose_a`` too)::
   reduction: per ``k``, one broadcast element of ``A`` per row and one vector load of
   ``B`` per column vector;
 * the batch runs in parallel when it has a block for every thread, else the row blocks;
+  a symbolic row count's tail block is a branch of that one parallel loop
+  (``kiln.tir.loop_partition`` cuts a parallel loop of symbolic extent inside its body), so
+  a call forks the threads once;
 * an epilogue of the same shape (attention's ``/ sqrt(d)``, a bias, an activation) is
   computed from the block before it is stored;
 * a dimension the block does not divide, or a symbolic one, is split with a tail strategy

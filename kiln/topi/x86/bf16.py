@@ -2,24 +2,36 @@
 
 Both computes take float32 data (a convolution also bf16 bits, ``uint16``, taken as they
 are) and a weight packed once, at compile time, into bf16 bits (``uint16``;
-:func:`pack_conv2d_weight`, :func:`pack_dense_weight`): ``[N, K']``, one row per output
-channel, the reduction padded with zeros to ``K'``, a multiple of 32
-(:func:`aligned_reduction`). Inside the kernel packing stages round the data to bf16 (to
-nearest even) into the pair-interleaved ("VNNI") layout the bf16 dot-product instructions
-read; products of bf16 values are exact in float32 and summed in float32; the output (plus
-the float32 bias) is float32, so the graph's elementwise tails stay float32.
+:func:`pack_conv2d_weight`, :func:`pack_dense_weight`). Inside the kernel packing stages
+round the data to bf16 (to nearest even) into the layout the bf16 dot-product
+instructions read; products of bf16 values are exact in float32 and summed in float32; the
+output (plus the float32 bias) is float32, so the graph's elementwise tails stay float32.
 
-Convolution (NCHW in, NCHW out, any stride, padding and dilation, ``groups == 1``): a padded
-bf16 copy of the input with each row's channel pairs interleaved (``[N, H', C_even/2, W',
-2]``, channels padded to an even ``C_even``), the im2col matrix ``cols[b, k/2, y*OW + x,
-k%2]`` (``k`` over ``KH x KW x C_even``: per kernel tap and channel pair, a contiguous run
-along the row for stride 1), and the accumulator ``acc[b, f, y*OW + x] = W @ cols``
-computed in ``mr x nr`` blocks by the micro-kernel of :mod:`.bf16_intrin` (AMX tiles or
-AVX-512 vectors); the output rows are contiguous in it. The convolution's schedule runs
-all of it in one parallel loop over tiles of output rows (:func:`conv_tiling`), each task
-packing the input rows its tile reads into buffers of its own. Dense: ``[..., K] x [N,
-K]^T`` the same way (``acc[0, n, m]``, ``m`` over the leading dimensions), the data
-rounded in one stage.
+Convolution (NCHW or blocked ``NCHW{b}c`` in, NCHW out, or ``NCHW{b}c`` for a direct one;
+any stride, padding and dilation, ``groups == 1``), in one of two forms:
+
+* **direct** (:func:`is_direct`: stride 1, a kernel larger than 1x1, input channels a
+  multiple of 32, output channels of 16): a padded copy of the input in the blocked bf16
+  layout ``[N, C/32, H', W', 32]`` (each pixel's 32 channels side by side: one AMX tile
+  row), read as it is by the micro-kernel over (tap, channel block): no im2col matrix. The
+  weight is ``[O/ob, KH, KW, C/32, 16, ob, 2]`` (``ob`` = :func:`output_block`); the
+  accumulator ``[N, O/ob, ob, OH, OW]`` (``[N, O/ob, OH, OW, ob]``, the micro-kernel's
+  ``pixels x channels`` as they are, for a blocked output), one call of the micro-kernel
+  per tile of output rows and ``ob`` channels (:class:`.bf16_intrin.ConvBlock`);
+* **im2col** (the others): the weight ``[O, K']``, one row per output channel, the
+  reduction padded with zeros to ``K'``, a multiple of 32 (:func:`aligned_reduction`); a
+  padded bf16 copy of the input with each row's channel pairs interleaved (``[N, H',
+  C_even/2, W', 2]``, channels padded to an even ``C_even``), the im2col matrix ``cols[b,
+  k/2, y*OW + x, k%2]`` (``k`` over ``KH x KW x C_even``), and the accumulator ``acc[b, f,
+  y*OW + x] = W @ cols`` computed in ``mr x nr`` blocks by the GEMM micro-kernel of
+  :mod:`.bf16_intrin` (AMX tiles or AVX-512 vectors). A 1x1 stride-1 convolution without
+  padding is that GEMM on the input's channel pairs as they are (no padded copy).
+
+Either way the output rows are contiguous in the accumulator, and the convolution's
+schedule runs all of it in one parallel loop over tiles of output rows
+(:func:`conv_tiling`), each task packing the input rows its tile reads into buffers of its
+own. Dense: ``[..., K] x [N, K]^T`` as an im2col convolution (``acc[0, n, m]``, ``m`` over
+the leading dimensions), the data rounded in one stage.
 
 The schedules (:func:`schedule_conv2d_bf16`, :func:`schedule_dense_bf16`) need AVX-512 BF16
 (:func:`.bf16_intrin.check_bf16_cpu` raises otherwise).
@@ -35,9 +47,13 @@ from kiln.topi.utils import all_ops, as_list, get_const_tuple
 
 from ._common import num_threads
 from .bf16_intrin import (
+    CHANNEL_BLOCK,
     K_ALIGN,
     LANES,
     MAX_ACCUMULATORS,
+    ConvBlock,
+    bf16_conv_intrin,
+    bf16_conv_source,
     bf16_gemm_intrin,
     bf16_gemm_source,
     check_bf16_cpu,
@@ -79,14 +95,39 @@ def _pack_rows(w_nk: np.ndarray) -> np.ndarray:
     return np_to_bf16_bits(padded)
 
 
-def pack_conv2d_weight(w_oihw: np.ndarray) -> np.ndarray:
-    """An ``OIHW`` float weight as the convolution's packed bf16 operand ``[O, K']``:
-    reduction index ``k = (ry * KW + rx) * C_even + c``, input channels padded to
-    ``C_even``."""
+def pack_conv2d_weight(w_oihw: np.ndarray, strides=(1, 1)) -> np.ndarray:
+    """An ``OIHW`` float weight as the packed bf16 operand of the convolution of these
+    ``strides``: for a direct one (:func:`is_direct`) ``[O/ob, KH, KW, C/32, 16, ob, 2]``
+    (``ob`` :func:`output_block` channels; per tap and block of 32 input channels, the
+    panel of ``ob`` channels of each input channel pair, the micro-kernel's ``b``), else
+    ``[O, K']`` with reduction index ``k = (ry * KW + rx) * C_even + c``, input channels
+    padded to ``C_even``."""
     o, c, kh, kw = w_oihw.shape
+    if is_direct(w_oihw.shape, strides):
+        ob = output_block(o)
+        w = np.asarray(w_oihw, np.float32).reshape(o // ob, ob, c // CHANNEL_BLOCK,
+                                                   CHANNEL_BLOCK // 2, 2, kh, kw)
+        return np_to_bf16_bits(np.ascontiguousarray(w.transpose(0, 5, 6, 2, 3, 1, 4)))
     w = np.zeros((o, c + c % 2, kh, kw), np.float32)
     w[:, :c] = w_oihw
     return _pack_rows(w.transpose(0, 2, 3, 1).reshape(o, -1))
+
+
+def is_direct(weight_shape, strides) -> bool:
+    """Whether a convolution of an ``OIHW`` weight of ``weight_shape`` reads its input
+    directly, in the blocked layout (``[C/32, H', W', 32]``), without an im2col matrix:
+    stride 1 (each tap's pixels are consecutive in the padded rows), a kernel larger than
+    1x1 (a pointwise one is a GEMM of the input as it is), input channels a multiple of
+    :data:`.bf16_intrin.CHANNEL_BLOCK` and output channels of 16."""
+    o, c, kh, kw = weight_shape
+    return tuple(strides) == (1, 1) and (kh, kw) != (1, 1) and c % CHANNEL_BLOCK == 0 \
+        and o % 16 == 0
+
+
+def output_block(channels: int) -> int:
+    """The output channels of a direct convolution's micro-kernel call: 32 (two AMX tiles,
+    two zmm vectors) where they divide ``channels``, else 16."""
+    return 32 if channels % 32 == 0 else 16
 
 
 def pack_dense_weight(w_nk: np.ndarray) -> np.ndarray:
@@ -113,33 +154,68 @@ def _gemm(packed: te.Tensor, cols: te.Tensor, name: str, tag: str) -> te.Tensor:
         name=name, tag=tag)
 
 
+def _nchw_reader(data: te.Tensor):
+    """``(n, c, h, w, read)``: the NCHW shape of ``data``, NCHW or blocked ``NCHW{b}c``
+    (``[N, C/b, H, W, b]``, its rank says which), and ``read(b, c, y, x)`` its element."""
+    if len(data.shape) == 4:
+        return (*get_const_tuple(data.shape), lambda b, ci, y, x: data[b, ci, y, x])
+    n, chunks, h, w, cb = get_const_tuple(data.shape)
+    return n, chunks * cb, h, w, lambda b, ci, y, x: data[b, ci // cb, y, x, ci % cb]
+
+
 def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
-                     kernel_size, channels: int, strides, padding, dilation) -> te.Tensor:
-    """2-D convolution of NCHW ``data`` (float32, or bf16 bits: ``uint16``) with a weight
-    from :func:`pack_conv2d_weight` (``kernel_size`` ``(KH, KW)``, ``channels`` outputs),
-    plus ``bias[O]``, in bf16 with float32 accumulation; ``padding`` is (top, left, bottom,
-    right). Float32 NCHW out."""
-    n, c, h, w = get_const_tuple(data.shape)
+                     kernel_size, channels: int, strides, padding, dilation,
+                     out_block: int = 0) -> te.Tensor:
+    """2-D convolution of ``data`` (float32, or bf16 bits: ``uint16``; NCHW or blocked
+    ``NCHW{b}c``) with a weight from :func:`pack_conv2d_weight` (``kernel_size`` ``(KH,
+    KW)``, ``channels`` outputs), plus ``bias[O]``, in bf16 with float32 accumulation;
+    ``padding`` is (top, left, bottom, right). Float32 out, NCHW, or ``NCHW{out_block}c``
+    for a direct convolution (``out_block`` dividing its :func:`output_block`). Three forms
+    of the accumulator: a 1x1 stride-1 unpadded convolution is a GEMM of the data's channel
+    pairs; a direct one (:func:`is_direct`) reads the padded input in the blocked layout
+    (:func:`_direct`); the others read its im2col matrix."""
+    n, c, h, w, read = _nchw_reader(data)
     kh, kw = kernel_size
     ce = c + c % 2
-    _check_packed(packed, kh * kw * ce, channels, "conv2d_bf16")
     sh, sw = strides
     dh, dw = dilation
     top, left, bottom, right = padding
     oh = (h + top + bottom - (kh - 1) * dh - 1) // sh + 1
     ow = (w + left + right - (kw - 1) * dw - 1) // sw + 1
+    shape = (n, channels, oh, ow)
+    if is_direct((channels, c, kh, kw), strides):
+        ob = output_block(channels)
+        want = (channels // ob, kh, kw, c // CHANNEL_BLOCK, CHANNEL_BLOCK // 2, ob, 2)
+        if tuple(get_const_tuple(packed.shape)) != want:
+            raise ValueError(f"conv2d_bf16: the packed weight {get_const_tuple(packed.shape)} "
+                             f"is not the direct layout {want} of {c} -> {channels} channels "
+                             f"(pack_conv2d_weight with the convolution's strides)")
+        if out_block:
+            if ob % out_block:
+                raise NotImplementedError(f"conv2d_bf16: an NCHW{out_block}c output of a "
+                                          f"direct convolution computing {ob} channels at a "
+                                          f"time (only blocks dividing {ob})")
+            acc = _direct(data, packed, padding, (oh, ow), dilation, channels_last=True)
+            return _blocked_output(lambda b, f, y, x: acc[b, f // ob, y, x, f % ob], bias,
+                                   shape, out_block)
+        acc = _direct(data, packed, padding, (oh, ow), dilation)
+        return _conv_output(lambda b, f, y, x: acc[b, f // ob, f % ob, y, x], bias, shape)
+    if out_block:
+        raise NotImplementedError("conv2d_bf16: a blocked NCHW{b}c output of an im2col "
+                                  "convolution (only direct ones: is_direct)")
+    _check_packed(packed, kh * kw * ce, channels, "conv2d_bf16")
     zero = tir.const(0, "uint16")
     if (kh, kw, sh, sw, top, left, bottom, right) == (1, 1, 1, 1, 0, 0, 0, 0):
-        cols = _rows_of_pairs(data, n, c, h * w, lambda b, ci, m: data[b, ci, m // w, m % w],
+        cols = _rows_of_pairs(n, c, h * w, lambda b, ci, m: read(b, ci, m // w, m % w),
                               "T_bf16_cols", {"halo": 0, "stride": 1})
-        return _conv_output(_gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16"), bias,
-                            (n, channels, oh, ow))
+        acc = _gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16")
+        return _conv_output(lambda b, f, y, x: acc[b, f, y * ow + x], bias, shape)
     # [N, H', C_even/2, W', 2]: each row's channel pairs interleaved, padding zeros
     padded = te.compute(
         (n, h + top + bottom, ce // 2, w + left + right, 2),
         lambda b, y, cp, x, p: tir.if_then_else(
             tir.all(2 * cp + p < c, y >= top, y < top + h, x >= left, x < left + w),
-            _as_bf16(data[b, tir.min(2 * cp + p, c - 1), y - top, x - left]), zero),
+            _as_bf16(read(b, tir.min(2 * cp + p, c - 1), y - top, x - left)), zero),
         name="T_bf16_padded", tag="injective")
     pairs = kh * kw * ce // 2
 
@@ -153,18 +229,68 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
     cols = te.compute((n, aligned_reduction(2 * pairs) // 2, oh * ow, 2), im2col,
                       name="T_bf16_cols", tag="injective",
                       attrs={"halo": (kh - 1) * dh + 1 - sh, "stride": sh})
-    return _conv_output(_gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16"), bias,
-                        (n, channels, oh, ow))
+    acc = _gemm(packed, cols, "T_conv2d_bf16_acc", "conv2d_bf16")
+    return _conv_output(lambda b, f, y, x: acc[b, f, y * ow + x], bias, shape)
 
 
-def _conv_output(acc: te.Tensor, bias: te.Tensor | None, shape: tuple) -> te.Tensor:
-    """The NCHW output read from the ``[N, O, OH*OW]`` accumulator, plus the bias."""
-    ow = shape[3]
+def _direct(data: te.Tensor, packed: te.Tensor, padding, out_hw: tuple[int, int],
+            dilation, channels_last: bool = False) -> te.Tensor:
+    """The accumulator of a direct convolution (:func:`is_direct`), ``[N, O/ob, ob, OH,
+    OW]`` float32 (``[N, O/ob, OH, OW, ob]`` where ``channels_last``): ``acc[b, o, j, y,
+    x] = sum_{ry, rx, c} W[o*ob + j, c, ry, rx] * blocked[b, c/32, y + ry*dh, x + rx*dw,
+    c%32]``, read from the input (NCHW or ``NCHW{b}c``) padded with zeros into the blocked
+    bf16 layout ``[N, C/32, H', W', 32]`` (``T_bf16_blocked``: each pixel's 32 channels
+    side by side, an AMX tile row; from a blocked input a copy of runs of channels)."""
+    n, c, h, w, read = _nchw_reader(data)
+    in_block = get_const_tuple(data.shape)[4] if len(data.shape) == 5 else 0
+    ob_count, kh, kw, cblocks, half, ob, _ = get_const_tuple(packed.shape)
+    top, left, bottom, right = padding
+    dh, dw = dilation
+    blocked = te.compute(
+        (n, cblocks, h + top + bottom, w + left + right, CHANNEL_BLOCK),
+        lambda b, q, y, x, i: tir.if_then_else(
+            tir.all(y >= top, y < top + h, x >= left, x < left + w),
+            _as_bf16(read(b, q * CHANNEL_BLOCK + i, y - top, x - left)),
+            tir.const(0, "uint16")),
+        name="T_bf16_blocked", tag="injective", attrs={"in_block": in_block})
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    cb = te.reduce_axis((0, cblocks), name="cb")
+    k2 = te.reduce_axis((0, half), name="k2")
+    p = te.reduce_axis((0, 2), name="p")
+
+    def value(b, o, j, y, x):
+        return te.sum(to_float32(blocked[b, cb, y + ry * dh, x + rx * dw, 2 * k2 + p])
+                      * to_float32(packed[o, ry, rx, cb, k2, j, p]), axis=[ry, rx, cb, k2, p])
+
+    attrs = {"kernel": (kh, kw), "dilation": (dh, dw), "channels_last": channels_last}
+    if channels_last:
+        return te.compute((n, ob_count, *out_hw, ob),
+                          lambda b, o, y, x, j: value(b, o, j, y, x),
+                          name="T_conv2d_bf16_acc", tag="conv2d_bf16", attrs=attrs)
+    return te.compute((n, ob_count, ob, *out_hw), value, name="T_conv2d_bf16_acc",
+                      tag="conv2d_bf16", attrs=attrs)
+
+
+def _conv_output(value, bias: te.Tensor | None, shape: tuple) -> te.Tensor:
+    """The NCHW output ``value(b, f, y, x)`` (read from the accumulator), plus the bias."""
     if bias is None:
-        return te.compute(shape, lambda b, f, y, x: acc[b, f, y * ow + x],
-                          name="T_conv2d_bf16", tag="injective")
-    return te.compute(shape, lambda b, f, y, x: acc[b, f, y * ow + x] + bias[f],
+        return te.compute(shape, value, name="T_conv2d_bf16", tag="injective")
+    return te.compute(shape, lambda b, f, y, x: value(b, f, y, x) + bias[f],
                       name="T_conv2d_bf16", tag="broadcast")
+
+
+def _blocked_output(value, bias: te.Tensor | None, shape: tuple, block: int) -> te.Tensor:
+    """The output ``value(b, f, y, x)`` plus the bias in the blocked layout
+    ``NCHW{block}c``, ``[N, O/block, OH, OW, block]``."""
+    n, o, oh, ow = shape
+
+    def at(b, q, y, x, i):
+        f = q * block + i
+        return value(b, f, y, x) if bias is None else value(b, f, y, x) + bias[f]
+
+    return te.compute((n, o // block, oh, ow, block), at, name="T_conv2d_bf16",
+                      tag="injective" if bias is None else "broadcast")
 
 
 def _as_bf16(value) -> tir.PrimExpr:
@@ -173,8 +299,7 @@ def _as_bf16(value) -> tir.PrimExpr:
     return value if value.dtype == "uint16" else round_to_bf16(value)
 
 
-def _rows_of_pairs(data: te.Tensor, batch: int, k: int, m: int, read, name: str,
-                   attrs: dict) -> te.Tensor:
+def _rows_of_pairs(batch: int, k: int, m: int, read, name: str, attrs: dict) -> te.Tensor:
     """``[batch, K'/2, m, 2]`` bf16 bits: ``read(b, i, j)`` (reduction index ``i`` below
     ``k``, column ``j``) rounded, in pairs of reduction steps per column, zeros past ``k``;
     the stage's ``attrs`` as given."""
@@ -198,7 +323,7 @@ def dense_bf16(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
     def read(_, i, j):
         return data[(*_unravel(j, lead), i)]
 
-    rows = _rows_of_pairs(data, 1, k, m, read, "T_bf16_rows", {})
+    rows = _rows_of_pairs(1, k, m, read, "T_bf16_rows", {})
     acc = _gemm(packed, rows, "T_dense_bf16_acc", "dense_bf16")
     shape = (*lead, units)
     if bias is None:
@@ -239,7 +364,7 @@ def block_shape(rows: int, cols: int, amx: bool) -> tuple[int, int]:
 
 
 def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: int = 0,
-                stride: int = 1) -> tuple[int, int, int, int]:
+                stride: int = 1, block: int | None = None) -> tuple[int, int, int, int]:
     """``(rows, groups, mr, nr)``: the convolution's parallel tasks are tiles of ``rows``
     output rows times ``groups`` groups of output channels, of whole blocks of the
     micro-kernel's ``mr x nr`` (:func:`block_shape` of the tile's pixels). A tile has at
@@ -249,7 +374,8 @@ def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: 
     them, ``(KH - 1) * dilation + 1 - stride``, packed again by the next tile); fewer rows
     where that makes ``2 * threads`` tiles of at least :data:`MIN_TILE_PIXELS`; channel
     groups only where the rows cannot make ``threads`` tasks (late layers: each group packs
-    the whole image again)."""
+    the whole image again). A direct convolution's micro-kernel takes the tile's pixels
+    whole, ``block`` channels at a time: ``(mr, nr)`` is then ``(block, tile pixels)``."""
     divisors = [d for d in range(1, oh + 1) if oh % d == 0]
     rows = next((d for d in divisors if d * ow >= channels and 2 * halo <= d * stride), oh)
     while oh // rows < 2 * threads:
@@ -257,7 +383,10 @@ def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: 
         if not fewer:
             break
         rows = fewer[-1]
-    mr, nr = block_shape(channels, rows * ow, amx)
+    if block:
+        mr, nr = block, rows * ow
+    else:
+        mr, nr = block_shape(channels, rows * ow, amx)
     blocks = channels // mr
     groups = next((g for g in range(1, blocks + 1) if blocks % g == 0
                    and g * (oh // rows) >= threads), blocks)
@@ -265,7 +394,7 @@ def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: 
 
 
 #: the packing stages the schedules place themselves (the others are inlined)
-_PACKING = ("T_bf16_padded", "T_bf16_cols", "T_bf16_rows")
+_PACKING = ("T_bf16_padded", "T_bf16_cols", "T_bf16_rows", "T_bf16_blocked")
 
 
 def _stages(outs: list[te.Tensor], tag: str):
@@ -303,30 +432,78 @@ def _tensorize(s: te.Schedule, acc, mr: int, nr: int, parallel: bool) -> None:
     s[acc].pragma(outer, "import_c", bf16_gemm_source(mr, nr))
 
 
+def _conv_tasks(s: te.Schedule, out: te.Tensor, channels: int, rows: int, groups: int,
+                mr: int):
+    """Split ``out`` (NCHW, or ``NCHW{b}c`` with ``b`` dividing ``mr``) into the
+    convolution's parallel tasks (:func:`conv_tiling`): tiles of ``rows`` output rows times
+    ``groups`` channel groups, fused and parallel, each over blocks of ``mr`` channels;
+    returns the (task, channel block) loops."""
+    b, f, y, x, *lanes = s[out].op.axis
+    block = get_const_tuple(out.shape)[4] if lanes else 1
+    g, fi = s[out].split(f, factor=channels // block // groups)
+    fm, fr = s[out].split(fi, factor=mr // block)
+    yo, yi = s[out].split(y, factor=rows)
+    s[out].reorder(b, yo, g, fm, fr, yi, x, *lanes)
+    task = s[out].fuse(b, yo, g)
+    s[out].parallel(task)
+    return task, fm
+
+
+def _schedule_direct(s: te.Schedule, out: te.Tensor, acc: te.ComputeOp,
+                     blocked: te.ComputeOp, amx: bool) -> None:
+    """The direct convolution's part of :func:`schedule_conv2d_bf16`: each task copies its
+    tile's input rows into the blocked layout, then per block of :func:`output_block`
+    channels one micro-kernel call computes the tile (:class:`.bf16_intrin.ConvBlock`)."""
+    channels_last = acc.attrs["channels_last"]
+    shape = get_const_tuple(acc.output(0).shape)
+    _, ob_count, oh, ow, ob = shape if channels_last else (*shape[:2], *shape[3:], shape[2])
+    cblocks = get_const_tuple(blocked.output(0).shape)[1]
+    kernel, dilation = acc.attrs["kernel"], acc.attrs["dilation"]
+    rows, groups, _, _ = conv_tiling(ob_count * ob, oh, ow, num_threads(), amx,
+                                     (kernel[0] - 1) * dilation[0], block=ob)
+    task, fm = _conv_tasks(s, out, ob_count * ob, rows, groups, ob)
+    s[blocked].compute_at(s[out], task)
+    in_block = blocked.attrs["in_block"]
+    if in_block and CHANNEL_BLOCK % in_block == 0:  # runs of the input's channel blocks
+        s[blocked].split(s[blocked].op.axis[4], factor=in_block)
+    s[acc].compute_at(s[out], fm)
+    block = ConvBlock(ob, rows, ow, kernel, dilation, cblocks, channels_last)
+    if channels_last:
+        _, _, y, _, _ = s[acc].op.axis
+        s[acc].storage_align(y, block.width * ob, 0)
+        s[acc].tensorize(y, bf16_conv_intrin(block))
+    else:
+        _, _, j, y, _ = s[acc].op.axis
+        s[acc].storage_align(y, block.width, 0)
+        s[acc].tensorize(j, bf16_conv_intrin(block))
+    s[out].pragma(task, "import_c", bf16_conv_source(block))
+
+
 def schedule_conv2d_bf16(outs) -> te.Schedule:
     """Schedule of :func:`conv2d_bf16_nchw` and its elementwise tail, one parallel loop:
     over tiles of output rows times groups of output channels (:func:`conv_tiling`), each
-    task packing its tile's im2col block (rounding the input to bf16 as it reads it) into
-    a buffer of its own, then per block of ``mr`` channels the accumulator, tensorized
-    (:func:`_tensorize`), and the output with its elementwise tail (bias, residual add,
-    relu) read from it while it is in cache."""
+    task packing the input rows its tile reads into a buffer of its own (rounding the input
+    to bf16 as it reads it: the padded copy, blocked for a direct convolution, then for an
+    im2col one its im2col block), then per block of ``mr`` channels the accumulator,
+    tensorized, and the output with its elementwise tail (bias, residual add, relu) read
+    from it while it is in cache. A direct convolution (:func:`is_direct`) tensorizes the
+    block's whole tile (:func:`.bf16_intrin.bf16_conv_intrin`), its accumulator's rows
+    padded to the input's (``storage_align``); the others in ``mr x nr`` GEMM blocks
+    (:func:`_tensorize`)."""
     check_bf16_cpu(what="schedule_conv2d_bf16")
     outs = as_list(outs)
     s, packing, acc = _stages(outs, "conv2d_bf16")
-    cols = packing["T_bf16_cols"]
-    channels = get_const_tuple(acc.input_tensors[0].shape)[0]
     out = outs[0]
-    _, _, oh, ow = get_const_tuple(out.shape)
-    rows, groups, mr, nr = conv_tiling(channels, oh, ow, num_threads(),
-                                       uses_amx(current_cpu()), cols.attrs["halo"],
-                                       cols.attrs["stride"])
-    b, f, y, x = s[out].op.axis
-    g, fi = s[out].split(f, factor=channels // groups)
-    fm, fr = s[out].split(fi, factor=mr)
-    yo, yi = s[out].split(y, factor=rows)
-    s[out].reorder(b, yo, g, fm, fr, yi, x)
-    task = s[out].fuse(b, yo, g)
-    s[out].parallel(task)
+    amx = uses_amx(current_cpu())
+    if "T_bf16_blocked" in packing:
+        _schedule_direct(s, out, acc, packing["T_bf16_blocked"], amx)
+        return s
+    channels = get_const_tuple(acc.input_tensors[0].shape)[0]
+    oh, ow = get_const_tuple(out.shape)[2:4]
+    cols = packing["T_bf16_cols"]
+    rows, groups, mr, nr = conv_tiling(channels, oh, ow, num_threads(), amx,
+                                       cols.attrs["halo"], cols.attrs["stride"])
+    task, fm = _conv_tasks(s, out, channels, rows, groups, mr)
     for name in ("T_bf16_padded", "T_bf16_cols"):
         if name in packing:  # no padded copy for a pointwise convolution
             s[packing[name]].compute_at(s[out], task)
@@ -352,5 +529,5 @@ def schedule_dense_bf16(outs) -> te.Schedule:
 
 
 __all__ = ["np_to_bf16_bits", "np_from_bf16_bits", "aligned_reduction", "pack_conv2d_weight",
-           "pack_dense_weight", "conv2d_bf16_nchw", "dense_bf16", "block_shape", "conv_tiling",
-           "schedule_conv2d_bf16", "schedule_dense_bf16"]
+           "pack_dense_weight", "conv2d_bf16_nchw", "is_direct", "dense_bf16", "block_shape",
+           "conv_tiling", "schedule_conv2d_bf16", "schedule_dense_bf16"]

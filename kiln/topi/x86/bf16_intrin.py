@@ -14,16 +14,28 @@ instructions read: for each pair of reduction steps ``k2``, the ``nr`` columns' 
 side by side, stride ``ldb`` between pairs; ``c``: float32 rows of stride ``ldc``. The
 micro-kernel (:func:`bf16_gemm_source`):
 
-* AMX-BF16 (``amx-tile`` + ``amx-bf16``; ``mr`` at most 32, any ``nr``, ``2*kc2`` a
-  multiple of :data:`K_ALIGN`): the columns in chunks of 32 (the last one ragged, with
-  its own tile configuration), each chunk in up to 2 x 2 float32 accumulator tiles, per 32
-  reduction steps one tile of ``a`` per 16 rows and one of ``b`` per 16 columns, one
+* AMX-BF16 (``amx-tile`` + ``amx-bf16``; any ``mr`` and ``nr``, ``2*kc2`` a multiple of
+  :data:`K_ALIGN`): the block in chunks of 32 rows by 32 columns (the last of each ragged,
+  with its own tile configuration), each chunk in up to 2 x 2 float32 accumulator tiles,
+  per 32 reduction steps one tile of ``a`` per 16 rows and one of ``b`` per 16 columns, one
   ``tdpbf16ps`` per accumulator tile (up to 16 x 16 x 32 multiply-adds). Linux grants the
   tiles per process on request; where it refuses, the AVX-512 path runs the block in
   pieces of at most 32 columns and :data:`MAX_ACCUMULATORS` accumulators;
-* AVX-512 BF16: the block in ``mr * ceil(nr / 16)`` zmm accumulators; per pair of steps
-  ``ceil(nr / 16)`` vectors of ``b``, each row's pair of ``a`` values broadcast (32 bits),
-  one ``vdpbf16ps`` (32 multiply-adds) per accumulator.
+* AVX-512 BF16: the block in ``mr * ceil(nr / 16)`` zmm accumulators (in such pieces where
+  there would be more); per pair of steps ``ceil(nr / 16)`` vectors of ``b``, each row's
+  pair of ``a`` values broadcast (32 bits), one ``vdpbf16ps`` (32 multiply-adds) per
+  accumulator.
+
+A direct convolution (:func:`bf16_conv_intrin`, :class:`ConvBlock`) runs the same kernels
+with the roles of the operands swapped and a reduction of several taps (:data:`Taps`):
+``a`` is the block's pixels, each pixel's 32 input channels a 64-byte row of the blocked
+input, ``b`` the weight's panel of 32 input channels by the block's output channels, one
+tap per kernel position and block of 32 input channels, each moving ``a`` and ``b`` by
+constant offsets. Its ``pixels x channels`` accumulators start at zero and are stored
+either as they are (``channels_last``: each pixel's channels side by side, as a blocked
+``NCHW{b}c`` output reads them) or transposed (:data:`TRANSPOSE_COMMON`: 16 x 16 float32
+transposes in zmm registers), so that each channel's pixels are consecutive, as an NCHW
+output reads them.
 
 Products of bf16 values are exact in float32 and summed in float32 (both instructions round
 to nearest even and treat denormal inputs and outputs as zero). :func:`check_bf16_cpu` is
@@ -31,6 +43,9 @@ the one place that says whether a CPU can run it, :func:`uses_amx` which path it
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 from kiln import te, tir
 from kiln.errors import TVMError
@@ -90,9 +105,33 @@ def _tiles(n: int) -> list[int]:
     return [16] * (n // 16) + ([n % 16] if n % 16 else [])
 
 
-def _vector_update(name: str, mr: int, nr: int) -> list[str]:
+#: ``(a, b)`` element offsets of the reduction's taps: a block sums, per tap, ``kc2`` pairs of
+#: reduction steps of ``a + a_offset`` by ``b + b_offset``
+Taps = tuple[tuple[int, int], ...]
+#: a plain GEMM block: one tap at no offset
+GEMM_TAPS: Taps = ((0, 0),)
+#: how a block's update writes ``c``: ``"add"`` adds the block to what ``c`` holds (a GEMM
+#: block after its reset), ``"transposed"`` stores the block, starting at zero, as
+#: ``c[j * ldc + i]``, ``"rows"`` stores it, starting at zero, as ``c[i * ldc + j]``
+Store = Literal["add", "transposed", "rows"]
+
+
+def _tap_loop(taps: Taps, indent: str) -> list[str]:
+    """C opening the loop over ``taps`` (closed by the caller): ``at`` and ``bt`` point at
+    the tap's operands."""
+    a_off = ", ".join(str(a) for a, _ in taps)
+    b_off = ", ".join(str(b) for _, b in taps)
+    return [f"{indent}static const int ta[{len(taps)}] = {{{a_off}}}, tb[{len(taps)}] = "
+            f"{{{b_off}}};",
+            f"{indent}for (int t = 0; t < {len(taps)}; ++t) {{",
+            f"{indent}  const uint16_t *at = a + ta[t], *bt = b + tb[t];"]
+
+
+def _vector_update(name: str, mr: int, nr: int, taps: Taps = GEMM_TAPS,
+                   store: Store = "add") -> list[str]:
     """The AVX-512 BF16 update: ``mr * ceil(nr / 16)`` zmm accumulators, one ``vdpbf16ps``
-    per accumulator and pair of reduction steps; a last partial vector under a mask."""
+    per accumulator, tap and pair of reduction steps; a last partial vector under a mask.
+    ``store`` (:data:`Store`): ``"transposed"`` through :data:`TRANSPOSE_COMMON`."""
     nv = -(-nr // LANES)
     tail = nr % LANES
 
@@ -101,7 +140,7 @@ def _vector_update(name: str, mr: int, nr: int) -> list[str]:
             return f"_mm512_maskz_loadu_{what}(tail, {ptr})"
         return f"_mm512_loadu_{what}({ptr})"
 
-    def store(i: int, v: int) -> str:
+    def store_vector(i: int, v: int) -> str:
         ptr = f"c + {i} * ldc + {v * LANES}"
         if v == nv - 1 and tail:
             return f"  _mm512_mask_storeu_ps({ptr}, tail, c{i}_{v});"
@@ -110,17 +149,27 @@ def _vector_update(name: str, mr: int, nr: int) -> list[str]:
     lines = [f"static int {name}({_SIGNATURE}) {{"]
     if tail:
         lines.append(f"  const __mmask16 tail = (__mmask16)((1u << {tail}) - 1u);")
-    lines += [f"  __m512 c{i}_{v} = {load(v, 'ps', f'c + {i} * ldc + {v * LANES}')};"
-              for i in range(mr) for v in range(nv)]
-    lines.append("  for (int k = 0; k < kc2; ++k) {")
-    panel = [f"b + k * ldb + {2 * v * LANES}" for v in range(nv)]
-    lines += [f"    __m512bh b{v} = (__m512bh){load(v, 'epi32', panel[v])};" for v in range(nv)]
+    first = (lambda i, v: load(v, 'ps', f'c + {i} * ldc + {v * LANES}')) if store == "add" \
+        else (lambda i, v: "_mm512_setzero_ps()")
+    lines += [f"  __m512 c{i}_{v} = {first(i, v)};" for i in range(mr) for v in range(nv)]
+    lines += _tap_loop(taps, "  ")
+    lines.append("    for (int k = 0; k < kc2; ++k) {")
+    panel = [f"bt + k * ldb + {2 * v * LANES}" for v in range(nv)]
+    lines += [f"      __m512bh b{v} = (__m512bh){load(v, 'epi32', panel[v])};"
+              for v in range(nv)]
     for i in range(mr):
-        lines += [f"    int32_t p{i}; memcpy(&p{i}, a + {i} * lda + 2 * k, 4);",
-                  f"    __m512bh a{i} = (__m512bh)_mm512_set1_epi32(p{i});"]
-        lines += [f"    c{i}_{v} = _mm512_dpbf16_ps(c{i}_{v}, a{i}, b{v});" for v in range(nv)]
-    lines.append("  }")
-    lines += [store(i, v) for i in range(mr) for v in range(nv)]
+        lines += [f"      int32_t p{i}; memcpy(&p{i}, at + {i} * lda + 2 * k, 4);",
+                  f"      __m512bh a{i} = (__m512bh)_mm512_set1_epi32(p{i});"]
+        lines += [f"      c{i}_{v} = _mm512_dpbf16_ps(c{i}_{v}, a{i}, b{v});"
+                  for v in range(nv)]
+    lines += ["    }", "  }"]
+    if store == "transposed":
+        lines += [f"  float s[{mr * 2 * LANES}];",
+                  *[f"  _mm512_storeu_ps(s + {i * 2 * LANES + v * LANES}, c{i}_{v});"
+                    for i in range(mr) for v in range(nv)],
+                  f"  kiln_bf16_store_t(c, ldc, s, {mr}, {nr});"]
+    else:
+        lines += [store_vector(i, v) for i in range(mr) for v in range(nv)]
     return lines + ["  return 0;", "}"]
 
 
@@ -141,51 +190,110 @@ typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16];
 #endif"""
 
 
-def _column_chunks(nr: int) -> list[tuple[int, int, int]]:
-    """``nr`` columns as ``(start, stop, width)`` runs of chunks: of 32 columns (two tiles or
-    two vectors), then the ragged rest."""
-    full, tail = divmod(nr, 2 * LANES)
-    return [(0, full * 2 * LANES, 2 * LANES)] * bool(full) + [(full * 2 * LANES, nr, tail)] * \
-        bool(tail)
+def _transpose_common() -> str:
+    """:data:`TRANSPOSE_COMMON`'s C: ``kiln_bf16_t16`` transposes a block of at most 16 x 16
+    float32 in zmm registers (unpack, then 128-bit lane shuffles), ``kiln_bf16_store_t``
+    an ``m x n`` block (``m``, ``n`` at most 32, rows of ``s`` 32 apart) by such blocks."""
+    lines = ["#ifndef KILN_BF16_TRANSPOSE", "#define KILN_BF16_TRANSPOSE",
+             "/* d[j * ldd + i] = s[i * lds + j] for i < m, j < n (both at most 16) */",
+             "static inline void kiln_bf16_t16(float *d, int ldd, const float *s, int lds, "
+             "int m, int n) {",
+             "  const __mmask16 rows = (__mmask16)((1u << m) - 1u), "
+             "cols = (__mmask16)((1u << n) - 1u);",
+             *[f"  __m512 r{i} = {i} < m ? _mm512_maskz_loadu_ps(cols, s + {i} * lds) "
+               ": _mm512_setzero_ps();" for i in range(16)]]
+    for i in range(0, 16, 2):
+        lines += [f"  __m512 t{i} = _mm512_unpacklo_ps(r{i}, r{i + 1}), "
+                  f"t{i + 1} = _mm512_unpackhi_ps(r{i}, r{i + 1});"]
+    for g in range(0, 16, 4):  # u[g + e]: rows g..g+3, element e of each 128-bit lane
+        lines += [f"  __m512 u{g} = _mm512_shuffle_ps(t{g}, t{g + 2}, 0x44), "
+                  f"u{g + 1} = _mm512_shuffle_ps(t{g}, t{g + 2}, 0xEE), "
+                  f"u{g + 2} = _mm512_shuffle_ps(t{g + 1}, t{g + 3}, 0x44), "
+                  f"u{g + 3} = _mm512_shuffle_ps(t{g + 1}, t{g + 3}, 0xEE);"]
+    for e in range(4):  # output row 4L + e: lane L of u[e], u[4+e], u[8+e], u[12+e]
+        lines += [f"  __m512 v{e} = _mm512_shuffle_f32x4(u{e}, u{4 + e}, 0x88), "
+                  f"w{e} = _mm512_shuffle_f32x4(u{8 + e}, u{12 + e}, 0x88), "
+                  f"x{e} = _mm512_shuffle_f32x4(u{e}, u{4 + e}, 0xDD), "
+                  f"y{e} = _mm512_shuffle_f32x4(u{8 + e}, u{12 + e}, 0xDD);"]
+        rows = {e: f"_mm512_shuffle_f32x4(v{e}, w{e}, 0x88)",
+                4 + e: f"_mm512_shuffle_f32x4(x{e}, y{e}, 0x88)",
+                8 + e: f"_mm512_shuffle_f32x4(v{e}, w{e}, 0xDD)",
+                12 + e: f"_mm512_shuffle_f32x4(x{e}, y{e}, 0xDD)"}
+        lines += [f"  if ({j} < n) _mm512_mask_storeu_ps(d + {j} * ldd, rows, {row});"
+                  for j, row in sorted(rows.items())]
+    lines += ["}",
+              "static void kiln_bf16_store_t(float *c, int ldc, const float *s, int m, "
+              "int n) {",
+              "  for (int i = 0; i < m; i += 16)",
+              "    for (int j = 0; j < n; j += 16)",
+              "      kiln_bf16_t16(c + j * ldc + i, ldc, s + i * 32 + j, 32, "
+              "m - i < 16 ? m - i : 16, n - j < 16 ? n - j : 16);",
+              "}", "#endif"]
+    return "\n".join(lines)
 
 
-def _vector_blocks(name: str, mr: int, nr: int) -> list[str]:
+#: the C that stores a block's accumulators transposed (``c[j * ldc + i]``), defined once
+#: per library
+TRANSPOSE_COMMON = _transpose_common()
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int, int]]:
+    """``n`` rows or columns as ``(start, stop, size)`` runs of chunks: of ``size``, then
+    the ragged rest."""
+    full, tail = divmod(n, size)
+    return [(0, full * size, size)] * bool(full) + [(full * size, n, tail)] * bool(tail)
+
+
+def _vector_blocks(name: str, mr: int, nr: int, taps: Taps = GEMM_TAPS,
+                   store: Store = "add") -> list[str]:
     """The AVX-512 BF16 update of an ``mr x nr`` block of any size (the AMX kernels' path
-    where the OS refuses the tiles): column chunks of 32 (the last one ragged) by row chunks
-    of as many rows as keep the accumulators within :data:`MAX_ACCUMULATORS`, each a
-    :func:`_vector_update`."""
+    where the OS refuses the tiles, and a convolution's on AVX-512 alone): column chunks of
+    32 (the last one ragged) by row chunks of as many rows as keep the accumulators within
+    :data:`MAX_ACCUMULATORS` (the last one ragged), each a :func:`_vector_update`."""
     kernels, body = [], []
-    for start, stop, width in _column_chunks(nr):
-        rows = max(d for d in range(1, MAX_ACCUMULATORS // -(-width // LANES) + 1)
-                   if mr % d == 0)
-        kernel = f"{name}_{rows}x{width}"
-        kernels += _vector_update(kernel, rows, width)
-        body += [f"  for (int j = {start}; j < {stop}; j += {width})",
-                 f"    for (int i = 0; i < {mr}; i += {rows})",
-                 f"      {kernel}(c + i * ldc + j, a + i * lda, b + 2 * j, kc2, lda, ldb, ldc);"]
+    for start, stop, width in _chunks(nr, 2 * LANES):
+        budget = MAX_ACCUMULATORS // -(-width // LANES)
+        for first, last, rows in _chunks(mr, budget):
+            kernel = f"{name}_{rows}x{width}"
+            kernels += _vector_update(kernel, rows, width, taps, store)
+            body += [f"  for (int j = {start}; j < {stop}; j += {width})",
+                     f"    for (int i = {first}; i < {last}; i += {rows})",
+                     f"      {kernel}({_block_c(store)}, a + i * lda, b + 2 * j, kc2, lda, "
+                     "ldb, ldc);"]
     return [*kernels, f"static int {name}({_SIGNATURE}) {{", *body, "  return 0;", "}"]
 
 
-def _amx_chunk(name: str, mr: int, width: int) -> list[str]:
+def _amx_chunk(name: str, mr: int, width: int, taps: Taps, store: Store) -> list[str]:
     """A C function computing ``mr`` rows by ``width`` (at most 32) columns of the block with
     the tiles configured by :func:`_amx_config`: up to 2 x 2 float32 accumulator tiles
-    (tmm0-3), per 32 reduction steps a tile of ``a`` per row tile (tmm4-5) and of ``b`` per
-    column tile (tmm6-7), one ``tdpbf16ps`` per accumulator tile."""
+    (tmm0-3), per tap and 32 reduction steps a tile of ``a`` per row tile (tmm4-5) and of
+    ``b`` per column tile (tmm6-7), one ``tdpbf16ps`` per accumulator tile. ``store`` as in
+    :func:`_vector_update`."""
     rows, cols = _tiles(mr), _tiles(width)
     acc = {(r, c): r * len(cols) + c for r in range(len(rows)) for c in range(len(cols))}
     a_tile = {r: len(acc) + r for r in range(len(rows))}
     b_tile = {c: len(acc) + len(rows) + c for c in range(len(cols))}
     lines = [f"static void {name}({_SIGNATURE}) {{"]
-    lines += [f"  _tile_loadd({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
+    lines += [f"  _tile_zero({t});" if store != "add" else
+              f"  _tile_loadd({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
               for (r, c), t in acc.items()]
-    lines.append("  for (int k = 0; k < kc2; k += 16) {")
-    lines += [f"    _tile_loadd({t}, a + {16 * r} * lda + 2 * k, lda * 2);"
+    lines += _tap_loop(taps, "  ")
+    lines.append("    for (int k = 0; k < kc2; k += 16) {")
+    lines += [f"      _tile_loadd({t}, at + {16 * r} * lda + 2 * k, lda * 2);"
               for r, t in a_tile.items()]
-    lines += [f"    _tile_loadd({t}, b + k * ldb + {32 * c}, ldb * 2);" for c, t in b_tile.items()]
-    lines += [f"    _tile_dpbf16ps({t}, {a_tile[r]}, {b_tile[c]});" for (r, c), t in acc.items()]
-    lines.append("  }")
-    lines += [f"  _tile_stored({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
+    lines += [f"      _tile_loadd({t}, bt + k * ldb + {32 * c}, ldb * 2);"
+              for c, t in b_tile.items()]
+    lines += [f"      _tile_dpbf16ps({t}, {a_tile[r]}, {b_tile[c]});"
               for (r, c), t in acc.items()]
+    lines += ["    }", "  }"]
+    if store == "transposed":
+        lines += [f"  float s[{mr * 2 * LANES}];",
+                  *[f"  _tile_stored({t}, s + {16 * r * 2 * LANES + 16 * c}, {8 * LANES});"
+                    for (r, c), t in acc.items()],
+                  f"  kiln_bf16_store_t(c, ldc, s, {mr}, {width});"]
+    else:
+        lines += [f"  _tile_stored({t}, c + {16 * r} * ldc + {16 * c}, ldc * 4);"
+                  for (r, c), t in acc.items()]
     return lines + ["}"]
 
 
@@ -203,17 +311,20 @@ def _amx_config(mr: int, width: int) -> list[str]:
             "  _tile_loadconfig(&cfg);"]
 
 
-def _amx_update(name: str, mr: int, nr: int) -> list[str]:
-    """The AMX-BF16 update of an ``mr x nr`` block (``mr`` at most 32, any ``nr``): the
-    column chunks (:func:`_column_chunks`) by :func:`_amx_chunk`, each chunk width with its
-    own tile configuration."""
-    chunks = _column_chunks(nr)
-    lines = [line for _, _, width in chunks for line in _amx_chunk(f"{name}_{width}", mr, width)]
+def _amx_update(name: str, mr: int, nr: int, taps: Taps, store: Store) -> list[str]:
+    """The AMX-BF16 update of an ``mr x nr`` block of any size: row chunks of 32 by column
+    chunks of 32 (:func:`_chunks`, the last of each ragged) by :func:`_amx_chunk`, each
+    chunk shape with its own tile configuration."""
+    chunks = [(rows, cols) for rows in _chunks(mr, 2 * LANES) for cols in _chunks(nr, 2 * LANES)]
+    lines = [line for (_, _, h), (_, _, w) in chunks
+             for line in _amx_chunk(f"{name}_{h}x{w}", h, w, taps, store)]
     lines += [f"static int {name}({_SIGNATURE}) {{", "  kiln_tile_config cfg;"]
-    for start, stop, width in chunks:
-        lines += _amx_config(mr, width)
-        lines += [f"  for (int j = {start}; j < {stop}; j += {width})",
-                  f"    {name}_{width}(c + j, a, b + 2 * j, kc2, lda, ldb, ldc);"]
+    for (first, last, h), (start, stop, w) in chunks:
+        lines += _amx_config(h, w)
+        lines += [f"  for (int i = {first}; i < {last}; i += {h})",
+                  f"    for (int j = {start}; j < {stop}; j += {w})",
+                  f"      {name}_{h}x{w}({_block_c(store)}, a + i * lda, b + 2 * j, kc2, "
+                  "lda, ldb, ldc);"]
     return lines + ["  _tile_release();", "  return 0;", "}"]
 
 
@@ -221,24 +332,39 @@ _SIGNATURE = ("float *c, const uint16_t *a, const uint16_t *b, int kc2, int lda,
               "int ldc")
 
 
+def _block_c(store: Store) -> str:
+    """C: where the block's piece at row ``i``, column ``j`` starts in ``c``."""
+    return "c + j * ldc + i" if store == "transposed" else "c + i * ldc + j"
+
+
+def _update_source(update: str, mr: int, nr: int, taps: Taps, cpu: CPUInfo | None,
+                   store: Store = "add") -> list[str]:
+    """The C of the update kernel ``update`` of an ``mr x nr`` block summed over ``taps``
+    for ``cpu`` (the current target's by default): with AMX tiles where it has AMX-BF16
+    (``2*kc2`` a multiple of :data:`K_ALIGN`), falling back to AVX-512 BF16 pieces in a
+    process the OS denies the tiles; else AVX-512 BF16 alone, in pieces where the block has
+    more than :data:`MAX_ACCUMULATORS` vectors. ``store`` as in :func:`_vector_update`."""
+    head = [TRANSPOSE_COMMON] if store == "transposed" else []
+    if not uses_amx(cpu):
+        fits = mr * -(-nr // LANES) <= MAX_ACCUMULATORS
+        vector = _vector_update if fits else _vector_blocks
+        return head + vector(update, mr, nr, taps, store)
+    return [*head, AMX_COMMON, *_vector_blocks(f"{update}_avx512", mr, nr, taps, store),
+            *_amx_update(f"{update}_amx", mr, nr, taps, store),
+            f"static int {update}({_SIGNATURE}) {{",
+            f"  return (kiln_amx_permitted() ? {update}_amx : {update}_avx512)"
+            "(c, a, b, kc2, lda, ldb, ldc);", "}"]
+
+
 def bf16_gemm_source(mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
     """The C of the reset and update kernels of an ``mr x nr`` block (module docstring) for
-    ``cpu`` (the current target's by default), which :func:`check_bf16_cpu` accepts: with
-    AMX tiles where it has AMX-BF16 (``mr`` at most 32, the reduction a multiple of
-    :data:`K_ALIGN`), falling back to the AVX-512 BF16 update in a process the OS denies
-    the tiles; else the AVX-512 BF16 update alone."""
+    ``cpu`` (the current target's by default), which :func:`check_bf16_cpu` accepts."""
     reset, update = kernel_names(mr, nr)
     lines = ["#include <immintrin.h>",
              f"static int {reset}(float *c, int ldc) {{",
              f"  for (int i = 0; i < {mr}; ++i) for (int j = 0; j < {nr}; ++j) "
-             "c[i * ldc + j] = 0;", "  return 0;", "}"]
-    if not uses_amx(cpu):
-        return "\n".join(lines + _vector_update(update, mr, nr)) + "\n"
-    lines += [AMX_COMMON, *_vector_blocks(f"{update}_avx512", mr, nr),
-              *_amx_update(f"{update}_amx", mr, nr),
-              f"static int {update}({_SIGNATURE}) {{",
-              f"  return (kiln_amx_permitted() ? {update}_amx : {update}_avx512)"
-              "(c, a, b, kc2, lda, ldb, ldc);", "}"]
+             "c[i * ldc + j] = 0;", "  return 0;", "}",
+             *_update_source(update, mr, nr, GEMM_TAPS, cpu)]
     return "\n".join(lines) + "\n"
 
 
@@ -268,6 +394,126 @@ def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
                                  binds=binds)
 
 
+#: input channels side by side per pixel in a direct convolution's blocked input (one
+#: AMX tile row: 32 bf16 values, 64 bytes)
+CHANNEL_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class ConvBlock:
+    """One call of a direct (stride-1) convolution's micro-kernel: ``oc`` output channels
+    of ``rows x ow`` output pixels, over the ``kernel`` taps (``dilation`` apart) and
+    ``cblocks`` blocks of :data:`CHANNEL_BLOCK` input channels, read straight from the
+    blocked input ``[cblocks, in_rows, width, 32]`` (``width = ow + (KW-1)*dw``: the padded
+    rows whole) and the weight panel ``[KH, KW, cblocks, 16, oc, 2]``.
+
+    As the GEMM micro-kernel sees it: ``a`` is the ``pixels x 32`` matrix of the block's
+    pixels (row ``y``, pixel ``x`` at ``y * width + x``: the ``width - ow`` positions between
+    two rows are computed too and never read), one pixel's channels a 64-byte row; ``b``
+    one 32-channel panel of the weight, ``oc`` channel pairs per row; the accumulator
+    ``pixels x oc``. Each ``(tap, channel block)`` is a tap of the update (:data:`Taps`):
+    ``a`` moved by the tap's pixels and the channel block, ``b`` to its panel.
+    ``channels_last``: the accumulator is stored ``[rows, width, oc]`` as it is (for a
+    blocked output), else transposed, ``[oc, rows, width]`` (for an NCHW one)."""
+
+    oc: int
+    rows: int
+    ow: int
+    kernel: tuple[int, int]
+    dilation: tuple[int, int]
+    cblocks: int
+    channels_last: bool = False
+
+    @property
+    def width(self) -> int:
+        return self.ow + (self.kernel[1] - 1) * self.dilation[1]
+
+    @property
+    def in_rows(self) -> int:
+        return self.rows + (self.kernel[0] - 1) * self.dilation[0]
+
+    @property
+    def pixels(self) -> int:
+        return (self.rows - 1) * self.width + self.ow
+
+    @property
+    def taps(self) -> Taps:
+        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        plane = self.in_rows * self.width * CHANNEL_BLOCK
+        return tuple((cb * plane + (ry * dh * self.width + rx * dw) * CHANNEL_BLOCK,
+                      ((ry * kw + rx) * self.cblocks + cb) * CHANNEL_BLOCK * self.oc)
+                     for ry in range(kh) for rx in range(kw) for cb in range(self.cblocks))
+
+    @property
+    def name(self) -> str:
+        """The C name of its micro-kernel (the shape compiled in)."""
+        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        return (f"kiln_bf16_conv_{self.oc}x{self.rows}x{self.ow}_k{kh}x{kw}_d{dh}x{dw}"
+                f"_c{self.cblocks}" + "_nhwc" * self.channels_last)
+
+
+def bf16_conv_source(block: ConvBlock, cpu: CPUInfo | None = None) -> str:
+    """The C of the micro-kernel of a convolution ``block`` (:class:`ConvBlock`): its
+    ``pixels x oc`` accumulator summed over its taps, stored into ``c[pixel * ldc + j]``
+    where ``block.channels_last``, else transposed into ``c[j * ldc + pixel]``
+    (:func:`_update_source`)."""
+    store: Store = "rows" if block.channels_last else "transposed"
+    lines = ["#include <immintrin.h>",
+             *_update_source(block.name, block.pixels, block.oc, block.taps, cpu, store)]
+    return "\n".join(lines) + "\n"
+
+
+def bf16_conv_intrin(block: ConvBlock) -> te.TensorIntrin:
+    """The tensor intrinsic of a convolution ``block`` (:class:`ConvBlock`):
+
+        c[j, y, x] = sum_{ry, rx, cb, k2, p} f32(a[cb, y + ry*dh, x + rx*dw, 2*k2 + p])
+                                             * f32(b[ry, rx, cb, k2, j, p])
+
+    (``c[y, x, j]`` where ``block.channels_last``). ``a`` and ``b`` dense; ``c``'s rows
+    ``width`` pixels apart (the accumulator's ``storage_align``), so that the pixels are
+    consecutive as the micro-kernel stores them: each pixel's ``oc`` channels side by side
+    where ``block.channels_last``, else each channel's pixels, channels ``ldc`` apart. The
+    whole reduction in one call, no reset."""
+    (kh, kw), (dh, dw) = block.kernel, block.dilation
+    half = CHANNEL_BLOCK // 2
+    a = te.placeholder((block.cblocks, block.in_rows, block.width, CHANNEL_BLOCK),
+                       dtype="uint16", name="a")
+    b = te.placeholder((kh, kw, block.cblocks, half, block.oc, 2), dtype="uint16", name="b")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    cb = te.reduce_axis((0, block.cblocks), name="cb")
+    k2 = te.reduce_axis((0, half), name="k2")
+    p = te.reduce_axis((0, 2), name="p")
+
+    def value(j, y, x):
+        return te.sum(to_float32(a[cb, y + ry * dh, x + rx * dw, 2 * k2 + p])
+                      * to_float32(b[ry, rx, cb, k2, j, p]), axis=[ry, rx, cb, k2, p])
+
+    if block.channels_last:
+        c = te.compute((block.rows, block.ow, block.oc), lambda y, x, j: value(j, y, x),
+                       name="c")
+        c_strides = [block.width * block.oc, block.oc, 1]
+    else:
+        c = te.compute((block.oc, block.rows, block.ow), value, name="c")
+        c_strides = [te.var("ldc"), block.width, 1]
+    binds = {
+        a: tir.decl_buffer(a.shape, a.dtype, "a", offset_factor=1),
+        b: tir.decl_buffer(b.shape, b.dtype, "b", offset_factor=1),
+        c: tir.decl_buffer(c.shape, c.dtype, "c", strides=c_strides, offset_factor=1),
+    }
+
+    def intrin_func(ins, outs):
+        aa, bb = ins
+        cc = outs[0]
+        ldc = block.oc if block.channels_last else cc.strides[0]
+        return tir.call_extern("int32", block.name, cc.access_ptr("w"), aa.access_ptr("r"),
+                               bb.access_ptr("r"), half, CHANNEL_BLOCK, 2 * block.oc,
+                               ldc), None, None
+
+    return te.decl_tensor_intrin(c.op, intrin_func, name=block.name, binds=binds)
+
+
 __all__ = ["LANES", "BF16_FEATURE", "AMX_FEATURES", "K_ALIGN", "MAX_ACCUMULATORS",
            "check_bf16_cpu", "uses_amx", "to_float32", "round_to_bf16", "kernel_names",
-           "bf16_gemm_source", "bf16_gemm_intrin"]
+           "bf16_gemm_source", "bf16_gemm_intrin", "CHANNEL_BLOCK", "ConvBlock",
+           "bf16_conv_source", "bf16_conv_intrin"]

@@ -17,6 +17,7 @@ from ..utils import as_list, get_const_tuple
 from ._common import (
     anchor_and_pad,
     find_anchor,
+    fuse_parallel,
     is_pow2,
     lanes,
     largest_divisor,
@@ -122,6 +123,12 @@ def _reg_block(ow: int, limit: int = 14) -> int:
     return row_block(ow, 8)
 
 
+def _batch(t) -> int | None:
+    """The batch (outermost) dimension of ``t``; None where it is symbolic."""
+    n = get_const_tuple(t.shape)[0]
+    return n if isinstance(n, int) else None
+
+
 #: L2 bytes of weights above which the output-channel blocks go outermost (parallel), so
 #: that each thread streams only its own blocks' weights, reused across all rows
 WEIGHTS_L2 = 256 * 1024
@@ -155,7 +162,7 @@ def nchwc_plan(conv) -> dict:
     ``kiln.runtime.compiler``).
 
     Channel blocks run outermost (in parallel) when their weights are big (beyond L2, and
-    bigger than the input) and they share out evenly between the threads, else rows
+    bigger than one image's input) and they share out evenly between the threads, else rows
     (ResNet-18's 64@56² -> 128 stride-2 layer, 295 KB of weights and 861 KB of input: rows
     measured 0.91x the time).
 
@@ -187,12 +194,24 @@ def nchwc_plan(conv) -> dict:
         ku //= 2
     n_oc = occ // vo
     w_bytes = 4 * numel(kernel.op)
-    big_weights = w_bytes > WEIGHTS_L2 and w_bytes >= 4 * numel(data.op)
+    big_weights = w_bytes > WEIGHTS_L2 and w_bytes >= 4 * numel(data.op) // _batch(data)
     if n_oc >= nt and n_oc % nt == 0 and (big_weights or oh < 2 * nt):
         par = "oc"
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
     return {"rw": rw, "vo": vo, "par": par, "ku": ku, "pixels_outer": pixels_outer}
+
+
+def batch_outer_axes(n, oco, y, par: str, n_batch: int | None) -> tuple[list, list]:
+    """``(outer loops outermost first, the loops fused into the parallel one)`` of a packed
+    convolution. Batch 1: ``oco, y`` or ``y, oco`` by ``par``, the first in parallel
+    (``n``, of extent 1, stays outermost). Batch > 1: the batch joins the parallel loop,
+    inside the channel blocks when they are outermost (``oco, n, y``: a block's weights,
+    streamed once per thread, serve every image instead of being streamed again per
+    image), else outside the rows (``n, y, oco``)."""
+    if n_batch == 1:  # a symbolic batch counts as > 1
+        return ([n, oco, y], [oco]) if par == "oc" else ([n, y, oco], [y])
+    return ([oco, n, y], [oco, n]) if par == "oc" else ([n, y, oco], [n, y])
 
 
 def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
@@ -204,10 +223,10 @@ def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
     n, oc, y, x, ob = out_st.op.axis
     xo, xi = out_st.split(x, factor=rw)
     oco, oci = out_st.split(oc, factor=vo)
-    outer = [oco, y] if plan["par"] == "oc" else [y, oco]
+    outer, par = batch_outer_axes(n, oco, y, plan["par"], _batch(conv.output(0)))
+    out_st.reorder(*outer, xo, oci, xi, ob)
     if worth_parallel(conv):
-        out_st.parallel(outer[0])
-    out_st.reorder(n, *outer, xo, oci, xi, ob)
+        fuse_parallel(out_st, par, [None] * len(par))
     vec = is_pow2(ocb)
     if vec:
         out_st.vectorize(ob)

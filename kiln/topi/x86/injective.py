@@ -1,4 +1,10 @@
-"""x86 schedules of injective operators: parallel outer loops, vectorized inner loop."""
+"""x86 schedules of injective operators: parallel outer loops, vectorized inner loop.
+
+A symbolic innermost axis (a transpose over a dynamic sequence length, docs/dynamic.md) is
+split by the vector width with the tail strategy :data:`SYMBOLIC_TAIL`: guard-free whole
+vectors, then a remainder loop bounded by the axis' length, inside the one parallel loop of
+the outer axes, as a static axis is.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,9 @@ from ._common import (
     num_threads,
     numel,
 )
+
+#: the tail strategy of a symbolic axis split by the vector width (module docstring)
+SYMBOLIC_TAIL = "predicate"
 
 
 def _short_scattered_innermost(op: ComputeOp, extent: int | None, width: int) -> bool:
@@ -77,11 +86,15 @@ def _vectorize_inner(st, axes, exts, width):
         axes, exts = axes[:k] + [inner], exts[:k] + [inner_ext]
     outer_axes, outer_exts = axes[:-1], exts[:-1]
     last, elast = axes[-1], exts[-1]
-    if elast is not None and elast >= width:
+    if elast is None:  # symbolic: whole vectors guard-free, then a remainder loop
+        xo, xi = st.split(last, factor=width, tail=SYMBOLIC_TAIL)
+        st.vectorize(xi)
+        return outer_axes + [xo], outer_exts + [None]
+    if elast >= width:
         xo, xi = st.split(last, factor=width)
         st.vectorize(xi)
         return outer_axes + [xo], outer_exts + [-(-elast // width)]
-    if elast is not None and is_pow2(elast) and elast > 1:
+    if is_pow2(elast) and elast > 1:
         st.vectorize(last)
         return outer_axes, outer_exts
     return outer_axes + [last], outer_exts + [elast]

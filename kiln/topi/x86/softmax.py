@@ -4,7 +4,20 @@ sums, deviation) computed inside the row's iteration in local buffers, the outpu
 vectorized. Normalized over the last axis, softmax's exponentials are vectorized too (with
 ``topi.fast_exp`` a vector loop; libm's ``expf`` stays a call per element) and a row's
 maximum and sums (softmax's, layer_norm's) are one vector of partial results, then a
-reduction of its lanes."""
+reduction of its lanes.
+
+The normalized axis may be symbolic (attention's scores over a dynamic sequence length,
+docs/dynamic.md): its loops are then split by the target's vector width with the tail
+strategy :data:`SYMBOLIC_TAIL` (guard-free whole vectors, then a remainder loop bounded by
+the row's length), and a row reduction's partial results take whole vectors guard-free too
+(``rfactor``'s bound is a ``likely`` guard that ``loop_partition`` cuts), so every row is
+vector code for any length, 0 included. A row's buffers then have a symbolic size (heap
+allocations), so the parallel loop runs over blocks of rows, one allocation per block
+(:func:`_rows`).
+
+Guarantee: the schedules compute exactly the operator's compute, for every value of its
+symbolic dimensions.
+"""
 
 from __future__ import annotations
 
@@ -20,15 +33,34 @@ from ._common import (
     lanes,
     numel,
 )
-from .injective import schedule_injective_from_existing
+from .injective import SYMBOLIC_TAIL, schedule_injective_from_existing
 
 
 def _named(outs, name):
     return next((op for op in all_ops(outs) if op.name == name), None)
 
 
+#: rows per iteration of the parallel loop when a row's buffers have a symbolic size (module
+#: docstring), and the tail strategy of that split: one parallel loop, a test per row
+ROW_BLOCK = 8
+ROW_BLOCK_TAIL = "guard"
+
+
+def _count(shape) -> int | None:
+    """The product of ``shape`` (the rows' dimensions), None when one is symbolic."""
+    count = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return None
+        count *= d
+    return count
+
+
 def _rows(st, op, nlead: int):
-    """The loop over the first ``nlead`` axes of ``op`` (fused; parallel when big)."""
+    """The loop over the first ``nlead`` axes of ``op`` (fused; parallel when big), the
+    attach point of each row's intermediate results. When a row has a symbolic length, its
+    buffers are allocated on the heap at each iteration of that loop: the loop then runs
+    over blocks of :data:`ROW_BLOCK` rows, one allocation per block."""
     lead = list(op.axis[:nlead])
     if not lead:
         return None
@@ -36,8 +68,15 @@ def _rows(st, op, nlead: int):
     if total is not None and total < PARALLEL_MIN_ELEMS:
         return st.fuse(*lead) if len(lead) > 1 else lead[0]
     shape = get_const_tuple(op.output(0).shape)
-    fused, _ = fuse_parallel(st, lead, list(shape[:nlead]), 0)
-    return fused
+    if all(isinstance(d, int) for d in shape[nlead:]):
+        fused, _ = fuse_parallel(st, lead, list(shape[:nlead]), 0)
+        return fused
+    rows = st.fuse(*lead) if len(lead) > 1 else lead[0]
+    count = _count(shape[:nlead])
+    factor = ROW_BLOCK if count is None else max(1, min(ROW_BLOCK, count))
+    blocks, _ = st.split(rows, factor=factor, tail=ROW_BLOCK_TAIL)
+    st.parallel(blocks)
+    return blocks
 
 
 def _vectorize_last(st, op):
@@ -45,8 +84,9 @@ def _vectorize_last(st, op):
     ext = get_const_tuple(op.output(0).shape)[-1]
     width = lanes(op.output(0).dtype)
     if not isinstance(ext, int):
-        return
-    if ext >= width:
+        _, xi = st.split(axes[-1], factor=width, tail=SYMBOLIC_TAIL)
+        st.vectorize(xi)
+    elif ext >= width:
         _, xi = st.split(axes[-1], factor=width)
         st.vectorize(xi)
     elif is_pow2(ext) and ext > 1:
@@ -87,11 +127,12 @@ def schedule_softmax(outs):
 def _vectorize_row_reduction(s, red) -> None:
     """A reduction along the row (the last axis, computed inside the row's iteration) as
     ``width`` partial results over vector lanes (``rfactor``), then a reduction of the
-    lanes: the scalar loop is one dependent ``max``/``add`` after another."""
+    lanes: the scalar loop is one dependent ``max``/``add`` after another. A symbolic row
+    length too: the whole vectors guard-free, the last, partial one guarded."""
     k = red.reduce_axis[-1]
     ext = const_extent(k)
     width = lanes(red.output(0).dtype)
-    if ext is None or ext < 2 * width or ext % width:
+    if ext is not None and (ext < 2 * width or ext % width):
         return
     _, ki = s[red].split(k, factor=width)
     rf = s.rfactor(red.output(0), ki, factor_axis=len(red.axis))

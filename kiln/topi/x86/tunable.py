@@ -1,5 +1,5 @@
 """AutoTVM templates of the x86 kernels a graph spends its time in: ``conv2d_NCHWc``,
-``depthwise_conv2d_NCHWc`` and ``dense``.
+``depthwise_conv2d_NCHWc``, ``dense`` and ``dense_pack``.
 
 Each template's knobs are the parameters of the hand schedule (:func:`.conv2d.nchwc_plan`,
 :func:`.dense.dot_plan_params`), so the hand schedule is one point of the space and the
@@ -14,6 +14,11 @@ configs, never lose the one kiln already had.
   ``pixels_outer`` (the tile's loop order: pixels outside the channel blocks).
 * ``dense.x86``: ``tile_m`` x ``tile_n`` register block of vector partial sums and
   ``tile_k`` (the vector slice of the reduction) of the rfactor (dot) plan.
+* ``dense_pack.x86``: the register block of the packed dense
+  (:func:`.packed_dense.dense_pack_plan`): ``tile_m`` rows (the divisors of the hand
+  block, which every padded row count is a multiple of), ``tile_n`` columns (whole vectors
+  of the target dividing the packed panel), ``parallel_axis`` (panels ``columns`` or row
+  blocks ``rows`` outermost and parallel).
 
 The ``schedule_*_cfg(cfg, outs)`` functions schedule a fused group (the anchor followed by
 its elementwise epilogue: bias, residual add, relu) with a config; the templates schedule
@@ -32,20 +37,29 @@ from ._common import find_anchor
 from .conv2d import nchwc_plan, schedule_conv_nchwc_block
 from .dense import _dot_plan, dot_plan_params, schedule_dense
 from .injective import schedule_injective_from_existing
+from .packed_dense import (
+    HeadLayout,
+    dense_pack_plan,
+    schedule_dense_pack,
+    schedule_dense_pack_block,
+)
+from .packed_dense import dense_pack as dense_pack_compute
 
 CONV2D_NCHWC = "conv2d_NCHWc.x86"
 DEPTHWISE_NCHWC = "depthwise_conv2d_NCHWc.x86"
 DENSE = "dense.x86"
+DENSE_PACK = "dense_pack.x86"
 
 #: the graph operator (kiln.relay op name) each template tunes
 TEMPLATE_OF_OP = {"conv2d_NCHWc": CONV2D_NCHWC, "depthwise_conv2d_NCHWc": DEPTHWISE_NCHWC,
-                  "dense": DENSE}
+                  "dense": DENSE, "dense_pack": DENSE_PACK}
 
 #: knob name -> key of the hand schedule's plan dict
 _NCHWC_KNOBS = (("tile_ow", "rw"), ("tile_oc", "vo"), ("parallel_axis", "par"),
                 ("unroll_ic", "ku"), ("pixels_outer", "pixels_outer"),
                 ("inline_pad", "inline_pad"))
 _DENSE_KNOBS = (("tile_m", "mb"), ("tile_n", "nb"), ("tile_k", "kv"))
+_DENSE_PACK_KNOBS = (("tile_m", "mb"), ("tile_n", "nb"), ("parallel_axis", "parallel"))
 
 
 def _with(hand, values) -> list:
@@ -192,12 +206,58 @@ def dense(data, weight, out_dtype):
     return s, [data, weight, out]
 
 
+# ---------------------------------------------------------------------------------------
+# packed dense
+# ---------------------------------------------------------------------------------------
+def define_dense_pack_space(cfg, op) -> dict:
+    """Define the knobs of the register block of packed dense ``op``; returns the plan of
+    :func:`.packed_dense.schedule_dense_pack_block` (the hand plan for a fallback config)."""
+    hand = dense_pack_plan(op)
+    width = hand["nb"] // hand["vo"]
+    cfg.define_knob("tile_m", _divisors_upto(hand["mb"], hand["mb"]))
+    cfg.define_knob("tile_n", [width * v for v in _divisors_upto(hand["vo"], hand["vo"])])
+    cfg.define_knob("parallel_axis", _with(hand["parallel"], ["columns", "rows"]))
+    if cfg.is_fallback:
+        _preset_fallback(cfg, _DENSE_PACK_KNOBS, hand)
+        return hand
+    nb = cfg["tile_n"].val
+    return {"mb": cfg["tile_m"].val, "nb": nb, "vo": nb // width,
+            "parallel": cfg["parallel_axis"].val}
+
+
+def schedule_dense_pack_cfg(cfg, outs):
+    """dense_pack (with its fused bias / epilogue) scheduled by ``cfg``."""
+    outs = as_list(outs)
+    op = find_anchor(outs, ("dense_pack",))
+    if op is None:
+        return schedule_dense_pack(outs)
+    s = te.create_schedule([t.op for t in outs])
+    schedule_dense_pack_block(s, outs, op, define_dense_pack_space(cfg, op))
+    return s
+
+
+@autotvm.template(DENSE_PACK)
+def dense_pack(data, packed_weight, units, data_layout, out_layout, out_dtype):
+    """Template: ``topi.x86.dense_pack`` (the weight packed ``[N/nb, K, nb]``; the data
+    or the result in a head layout when given, as relay attributes) with its register
+    block's knobs."""
+    out = dense_pack_compute(data, packed_weight, units=units, out_dtype=out_dtype,
+                             data_layout=data_layout, out_layout=out_layout)
+    cfg = autotvm.get_config()
+    s = schedule_dense_pack_cfg(cfg, [out])
+    layout = HeadLayout.of(data_layout)
+    rows = layout.matrix_shape[0] if layout else get_const_tuple(data.shape)[0]
+    cfg.add_flop(2.0 * rows * get_const_tuple(packed_weight.shape)[1] * units)
+    return s, [data, packed_weight, out]
+
+
 #: template name -> the function scheduling a fused group with a config
 SCHEDULE_CFG = {CONV2D_NCHWC: schedule_conv2d_NCHWc_cfg,
                 DEPTHWISE_NCHWC: schedule_depthwise_conv2d_NCHWc_cfg,
-                DENSE: schedule_dense_cfg}
+                DENSE: schedule_dense_cfg, DENSE_PACK: schedule_dense_pack_cfg}
 
-__all__ = ["CONV2D_NCHWC", "DEPTHWISE_NCHWC", "DENSE", "TEMPLATE_OF_OP", "SCHEDULE_CFG",
-           "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense", "define_nchwc_space",
-           "define_dense_space", "schedule_conv2d_NCHWc_cfg",
-           "schedule_depthwise_conv2d_NCHWc_cfg", "schedule_dense_cfg"]
+__all__ = ["CONV2D_NCHWC", "DEPTHWISE_NCHWC", "DENSE", "DENSE_PACK", "TEMPLATE_OF_OP",
+           "SCHEDULE_CFG", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense", "dense_pack",
+           "define_nchwc_space", "define_dense_space", "define_dense_pack_space",
+           "schedule_conv2d_NCHWc_cfg", "schedule_depthwise_conv2d_NCHWc_cfg",
+           "schedule_dense_cfg", "schedule_dense_pack_cfg"]

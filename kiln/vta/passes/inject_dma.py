@@ -14,6 +14,7 @@ NotImplementedError saying which condition failed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -141,32 +142,60 @@ def _tiles(sram_idx: np.ndarray, dram_idx: np.ndarray, valid: np.ndarray,
 
 
 def fit_transfers(tiles: np.ndarray) -> list[Transfer]:
-    """Cut the tile sequence (DRAM tile per on-chip tile, -1 = padding) into 2-D transfers."""
+    """Cut the tile sequence (DRAM tile per on-chip tile, -1 = padding) into 2-D transfers.
+
+    Rows of one length, gap and stride go in one transfer where their padding frames them;
+    a row alone may be framed several ways, and the padding one frame leaves over is the
+    next transfer's to frame: the first choice whose rest can be framed is taken (a search
+    over the choices, each (row, leftover padding) tried once)."""
     runs, trailing = _runs(tiles)
     if not runs:
         return [_pad_only(len(tiles))]
-    out: list[Transfer] = []
-    first, lead, k = 0, runs[0][0], 0
-    while k < len(runs):
-        end = _segment_end(runs, k)
-        framed = _frame(runs, k, end, lead, trailing)
-        if framed is None and end > k + 1:  # rows that do not frame: one at a time
-            end = k + 1
-            framed = _frame(runs, k, end, lead, trailing)
-        if framed is None:
-            raise NotImplementedError("dma_copy: the padding does not fit VTA's 2-D frame "
-                                      "(at most 15 padding tiles or rows on each side)")
-        t, lead = framed
+
+    @functools.cache
+    def fit(k: int, lead: int) -> tuple[Transfer, ...] | None:
+        if k == len(runs):
+            return ()
+        for end, t, rest in _choices(runs, k, lead, trailing):
+            tail = fit(end, rest)
+            if tail is not None:
+                return (t, *tail)
+        return None
+
+    fitted = fit(0, runs[0][0])
+    if fitted is None:
+        raise NotImplementedError("dma_copy: the padding does not fit VTA's 2-D frame "
+                                  "(at most 15 padding tiles or rows on each side)")
+    out, first = [], 0
+    for t in fitted:
         out.append(replace(t, first=first))
         first += t.tiles
-        k = end
     return out
 
 
+def _choices(runs: list[tuple[int, int, int]], k: int, lead: int, trailing: int):
+    """The transfers that may start at row ``k`` after ``lead`` padding tiles, best first,
+    as ``(end row, transfer, padding left for the next)``: rows ``k:end`` of one shape in
+    one frame, then row ``k`` alone in each frame that fits it."""
+    end = _segment_end(runs, k)
+    if end > k + 1:
+        framed = _frame(runs, k, end, lead, trailing)
+        if framed is not None:
+            yield end, *framed
+    last = k + 1 == len(runs)
+    after = trailing if last else runs[k + 1][0]
+    for frame in _lone_row_frames(runs[k][2], lead, after, last):
+        framed = _frame(runs, k, k + 1, lead, trailing, frame)
+        if framed is not None:
+            yield k + 1, *framed
+
+
 def _frame(runs: list[tuple[int, int, int]], k: int, end: int, lead: int,
-           trailing: int) -> tuple[Transfer, int] | None:
+           trailing: int, frame: tuple[int, int] | None = None
+           ) -> tuple[Transfer, int] | None:
     """The transfer of rows ``runs[k:end]`` with ``lead`` padding tiles before them, and the
-    padding left for the next transfer; None when the padding does not frame them."""
+    padding left for the next transfer; None when the padding does not frame them. A row
+    alone takes ``frame`` (x_pad_0, x_pad_1); several rows' frame follows from their gap."""
     x, start = runs[k][2], runs[k][1]
     last = end == len(runs)
     after = runs[end][0] if not last else trailing
@@ -174,9 +203,7 @@ def _frame(runs: list[tuple[int, int, int]], k: int, end: int, lead: int,
         stride, gap = runs[k + 1][1] - start, runs[k + 1][0]
         frame = (lead % (x + gap), gap - lead % (x + gap))
     else:
-        stride, frame = x, _lone_row_frame(x, lead, after, last)
-        if frame is None:
-            return None
+        stride = x
     x_pad_0, x_pad_1 = frame
     width = x + x_pad_0 + x_pad_1
     rest = after - x_pad_1
@@ -204,10 +231,10 @@ def _segment_end(runs: list[tuple[int, int, int]], k: int) -> int:
     return end
 
 
-def _lone_row_frame(x: int, lead: int, after: int, last: bool) -> tuple[int, int] | None:
-    """(x_pad_0, x_pad_1) framing a single row so that ``lead`` padding tiles before it are
-    whole rows plus ``x_pad_0`` (and, for the last transfer, ``after`` likewise); None if
-    no frame within the 4-bit fields does."""
+def _lone_row_frames(x: int, lead: int, after: int, last: bool):
+    """Each (x_pad_0, x_pad_1) framing a single row so that ``lead`` padding tiles before it
+    are whole rows plus ``x_pad_0`` (and, for the last transfer, ``after`` likewise) within
+    the 4-bit fields, widest padding first."""
     for x_pad_0 in range(min(lead, _MAX_PAD), -1, -1):
         for x_pad_1 in range(min(after, _MAX_PAD), -1, -1):
             width = x + x_pad_0 + x_pad_1
@@ -215,8 +242,7 @@ def _lone_row_frame(x: int, lead: int, after: int, last: bool) -> tuple[int, int
             after_ok = not last or ((after - x_pad_1) % width == 0
                                     and (after - x_pad_1) // width <= _MAX_PAD)
             if before_ok and after_ok:
-                return x_pad_0, x_pad_1
-    return None
+                yield x_pad_0, x_pad_1
 
 
 def _runs(tiles: np.ndarray) -> tuple[list[tuple[int, int, int]], int]:

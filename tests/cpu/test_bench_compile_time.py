@@ -1,0 +1,20 @@
+"""``benchmarks.compile_time`` on a tiny model (no timing assertions): the cold build runs
+the C compiler, the cached one runs none."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("onnx")
+
+from benchmarks import compile_time  # noqa: E402
+
+
+@pytest.mark.slow  # two builds with the C compiler: 1-4 s
+def test_cold_build_compiles_and_cached_build_does_not(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))  # restored after the test
+    r = compile_time.measure("conv_bias_relu")
+    assert r["kernels"] >= 1
+    assert r["cold"]["cc"] > 0 and r["cached"]["cc"] == 0
+    assert "profile" not in r
+    assert compile_time._fmt(r, "cold").startswith("cold ")
