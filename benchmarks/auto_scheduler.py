@@ -156,8 +156,10 @@ class _Curve:
             self.curve.append(self.flops / self.best / 1e9 if self.best < float("inf") else 0)
 
 
-def tune(op: Operator, trials: int, log: Path, say) -> tuple[Any, dict[str, Any]]:
-    """Tune ``op`` for ``trials`` measurements; its task and the search's figures."""
+def tune(op: Operator, trials: int, log: Path, say,
+         search_params: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Tune ``op`` for ``trials`` measurements (``search_params`` over the SketchPolicy's
+    defaults); its task and the search's figures."""
     from kiln import auto_scheduler
 
     task = _task(op)
@@ -169,7 +171,8 @@ def tune(op: Operator, trials: int, log: Path, say) -> tuple[Any, dict[str, Any]
         runner=auto_scheduler.LocalRunner(number=2, repeat=3, min_repeat_ms=50, timeout=20),
         measure_callbacks=[auto_scheduler.RecordToFile(str(log)), curve])
     start = time.perf_counter()
-    policy = task.tune(options, auto_scheduler.SketchPolicy(task, seed=0, verbose=0))
+    policy = task.tune(options, auto_scheduler.SketchPolicy(task, params=search_params,
+                                                            seed=0, verbose=0))
     seconds = time.perf_counter() - start
     say(f"{op.key}: {len(curve.curve)} trials in {seconds:.0f} s, best "
         f"{curve.curve[-1] if curve.curve else 0:.1f} GFLOP/s")
