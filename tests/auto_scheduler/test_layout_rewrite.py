@@ -29,11 +29,7 @@ def lr_test_dense(n, k, m):
 
 @auto_scheduler.register_workload
 def lr_test_dense_relu(n, k, m):
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C",
-                   attrs={FREE: [B]})
+    A, B, C = lr_test_dense(n, k, m)
     return [A, B, te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0), name="relu")]
 
 
