@@ -23,6 +23,7 @@ SUITES: dict[str, str] = {
     "gpu_models": "benchmarks.gpu_models",
     "gpu_sweep": "benchmarks.gpu_sweep",
     "gpu_conv": "benchmarks.gpu_conv",
+    "gpu_autoschedule": "benchmarks.gpu_autoschedule",
     "fused": "benchmarks.fused",
     "cost_model": "benchmarks.cost_model",
     "dynamic": "benchmarks.dynamic",
@@ -33,12 +34,13 @@ SUITES: dict[str, str] = {
 
 
 #: suites `python -m benchmarks` (and `kiln bench`) skip unless named: tuning takes ~15 min,
-#: gpu, gpu_models, gpu_sweep, gpu_conv and gpu_tuning need a GPU, fused is the seed-002 study
-#: (docs/fused_loop.md), cost_model the cost model's validation and dynamic the
+#: gpu, gpu_models, gpu_sweep, gpu_conv, gpu_tuning and gpu_autoschedule need a GPU, fused is
+#: the seed-002 study (docs/fused_loop.md), cost_model the cost model's validation and dynamic the
 #: dynamic-shape models (docs/dynamic.md), auto_scheduler single operators tuned
 #: (docs/auto_scheduler.md), precision the models again in bf16 (`kiln bench models
 #: --precision bf16`, docs/precision.md)
 NOT_DEFAULT = {"tuning", "gpu", "gpu_models", "gpu_sweep", "gpu_conv", "fused", "gpu_tuning",
+               "gpu_autoschedule",
                "cost_model", "dynamic", "auto_scheduler", "precision"}
 
 

@@ -7,12 +7,14 @@
 #   tuning  python -m benchmarks gpu_tuning (AutoTVM's CUDA templates: fallback vs tuned)
 #   sweep   python -m benchmarks gpu_sweep (candidate schedules of SGEMM and depthwise)
 #   conv    python -m benchmarks gpu_conv (ResNet-18's conv layers: direct vs implicit GEMM)
+#   ansor   python -m benchmarks gpu_autoschedule (auto_scheduler's GPU search vs hand schedules)
 #   report  kiln report assignment for the GPU operators at the course's sizes
 #   recheck the tests that failed on the first GPU machine (GCC 13, onnxruntime 1.30, ASan)
 #   suite   the whole suite without the gpu tests, on most of the machine's cores
 # Usage: bash scripts/gpu_check.sh OUTDIR [STEP ...]     (default: every step)
 # Step limits in seconds: TESTS_S, BENCH_S, MODELS_S, TUNING_S, SWEEP_S, CONV_S, REPORT_S,
-# RECHECK_S, SUITE_S; TUNING_ARGS: extra arguments of the tuning step.
+# RECHECK_S, SUITE_S, ANSOR_S; TUNING_ARGS: extra arguments of the tuning step; WORKERS: pytest
+# worker processes (default: the cores less two).
 # Uses the python3 on PATH (or $PY) with kiln from this checkout on PYTHONPATH, so it runs on a
 # machine that has numpy, pytest, cuda-bindings and PyTorch but no network to install kiln.
 set -u
@@ -25,7 +27,7 @@ PY=${PY:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-gpu-cache}
 cores=$(nproc)
-workers=$(( cores > 4 ? cores - 2 : 2 ))
+workers=${WORKERS:-$(( cores > 4 ? cores - 2 : 2 ))}
 xdist=()
 if "$PY" -c "import xdist" 2>/dev/null; then xdist=(-n "$workers" --dist worksteal); fi
 
@@ -51,6 +53,7 @@ print(c.nvrtc_version(), c.device_arch(0), c.device_attributes(0))'" ;;
     models) step models "${MODELS_S:-180}" "$PY" -m benchmarks gpu_models --out "$out" ;;
     tuning) step tuning "${TUNING_S:-180}" "$PY" -m benchmarks.gpu_tuning --out "$out" \
       ${TUNING_ARGS:-} ;;
+    ansor) step ansor "${ANSOR_S:-180}" "$PY" -m benchmarks gpu_autoschedule --out "$out" ;;
     conv) step conv "${CONV_S:-180}" "$PY" -m benchmarks gpu_conv --out "$out" ;;
     report) step report "${REPORT_S:-180}" "$PY" -m kiln.cli report assignment \
       --operator conv1d_gpu --operator gemm_gpu --operator dwsp_conv2d_gpu --out "$out/report" ;;
