@@ -145,15 +145,31 @@ def _task(op: Operator):
 
 
 class _Curve:
-    """A measure callback: the best GFLOP/s after each measured trial."""
+    """A measure callback: the best GFLOP/s after each measured trial, and how many
+    trials failed of each error (``MeasureErrorNo`` names: ``BUILD_TIMEOUT`` ...)."""
 
     def __init__(self, flops: float) -> None:
         self.flops, self.best, self.curve = flops, float("inf"), []
+        self.errors: dict[str, int] = {}
 
     def callback(self, policy, inputs, results) -> None:
+        from kiln.auto_scheduler import MeasureErrorNo
+
         for res in results:
             self.best = min(self.best, res.cost)
             self.curve.append(self.flops / self.best / 1e9 if self.best < float("inf") else 0)
+            if res.error_no:
+                name = MeasureErrorNo(res.error_no).name
+                self.errors[name] = self.errors.get(name, 0) + 1
+
+
+#: seconds a candidate may take to compile (a state within the sketch rules' unroll budget
+#: compiles in 1-5 s on a loaded 2-core machine; one that does not is a failed trial)
+BUILD_TIMEOUT = 10
+#: how both searches time a candidate: the median of 3 timings of one call (at least
+#: 50 ms); a candidate that has not finished its check and timings in 10 s fails
+#: (a 0.5 s GEMM state took 7 calls, 10-15 s a trial, with 2 calls per timing)
+RUNNER = {"number": 1, "repeat": 3, "min_repeat_ms": 50, "timeout": 10}
 
 
 def tune(op: Operator, trials: int, log: Path, say,
@@ -167,17 +183,22 @@ def tune(op: Operator, trials: int, log: Path, say,
     curve = _Curve(task.compute_dag.flop_ct())
     options = auto_scheduler.TuningOptions(
         num_measure_trials=trials, num_measures_per_round=min(16, trials), verbose=0,
-        builder=auto_scheduler.LocalBuilder(timeout=30),
-        runner=auto_scheduler.LocalRunner(number=2, repeat=3, min_repeat_ms=50, timeout=20),
+        builder=auto_scheduler.LocalBuilder(timeout=BUILD_TIMEOUT),
+        runner=auto_scheduler.LocalRunner(**RUNNER),
         measure_callbacks=[auto_scheduler.RecordToFile(str(log)), curve])
     start = time.perf_counter()
     policy = task.tune(options, auto_scheduler.SketchPolicy(task, params=search_params,
                                                             seed=0, verbose=0))
     seconds = time.perf_counter() - start
-    say(f"{op.key}: {len(curve.curve)} trials in {seconds:.0f} s, best "
+    n = max(1, len(curve.curve))
+    say(f"{op.key}: {len(curve.curve)} trials in {seconds:.0f} s ("
+        f"{policy.seconds['search'] / n:.1f} s choosing + {policy.seconds['measure'] / n:.1f}"
+        f" s measuring a trial; failed: {curve.errors or 'none'}), best "
         f"{curve.curve[-1] if curve.curve else 0:.1f} GFLOP/s")
     return task, {"trials": len(curve.curve), "search_s": round(seconds, 1),
-                  "curve_gflops": curve.curve,
+                  "choose_s_per_trial": round(policy.seconds["search"] / n, 2),
+                  "measure_s_per_trial": round(policy.seconds["measure"] / n, 2),
+                  "errors": curve.errors, "curve_gflops": curve.curve,
                   "sketches": [str(s) for s in policy.sketches],
                   "best_state": str(policy.best_state)}
 
@@ -194,7 +215,7 @@ def autotvm_curve(op: Operator, trials: int, log: Path, say) -> dict[str, Any]:
                              seed=0)
     option = autotvm.measure_option(
         builder=autotvm.LocalBuilder(timeout=60),
-        runner=autotvm.LocalRunner(number=2, repeat=3, min_repeat_ms=50, timeout=20))
+        runner=autotvm.LocalRunner(**RUNNER))
     curve: list[float] = []
 
     def record(tuner_, inputs, results):
@@ -275,7 +296,9 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
             f"{op.key}.vs_hand", f"{op.label}: auto_scheduler ({trials} trials) vs hand",
             auto["seconds"], "s", hand["seconds"], op.hand_name, "<= 1.0x hand",
             auto["seconds"] <= hand["seconds"],
-            f"{auto['gflops']:.1f} vs {hand['gflops']:.1f} GFLOP/s"
+            f"{auto['gflops']:.1f} vs {hand['gflops']:.1f} GFLOP/s; a trial "
+            f"{search['choose_s_per_trial']} s choosing + {search['measure_s_per_trial']} s "
+            f"measuring; failed {sum(search['errors'].values())}"
             + ("" if auto["correct"] and hand["correct"] else "; WRONG RESULT")))
     curves = {}
     if curve and "gemm1024" in [op.key for op in chosen]:

@@ -10,8 +10,9 @@ times ``from_onnx`` + ``relay.build`` (``llvm``, opt_level 3) twice in one empty
 the wall time it reports the CPU seconds of the Python process itself and of its children
 (the C compiler), and the load average, since other jobs on the machine slow both. The best
 round (least cold wall time) is printed, with every round's figures. ``--profile N`` runs
-the cold build of the first round under cProfile and prints the N functions of most
-cumulative time.
+the cold and the cached build of the first round under cProfile and prints, for each, the N
+functions of most cumulative time and the total count of Python function calls (a
+deterministic measure where other jobs make the times vary).
 Not a test: nothing here asserts on timings.
 """
 
@@ -31,7 +32,7 @@ _RESULT = "RESULT "
 def measure(model: str, profile: int = 0) -> dict:
     """This process's cold and cached build of ``model`` (a builder of
     ``kiln.relay.testing``): wall, Python and compiler CPU seconds of each, the kernel count,
-    and with ``profile`` the cold build's cProfile listing."""
+    and with ``profile`` each build's cProfile listing."""
     import cProfile
     import io
     import pstats
@@ -50,7 +51,7 @@ def measure(model: str, profile: int = 0) -> dict:
     out: dict = {}
     with fresh_cache(prefix="kiln-bench-compile-"):
         for kind in ("cold", "cached"):
-            prof = cProfile.Profile() if profile and kind == "cold" else None
+            prof = cProfile.Profile() if profile else None
             before, t0 = os.times(), time.perf_counter()
             lib = prof.runcall(build) if prof else build()
             wall, after = time.perf_counter() - t0, os.times()
@@ -62,7 +63,7 @@ def measure(model: str, profile: int = 0) -> dict:
             if prof:
                 text = io.StringIO()
                 pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(profile)
-                out["profile"] = text.getvalue()
+                out[f"profile_{kind}"] = text.getvalue()
     out["kernels"] = len(lib.plan["steps"])
     return out
 
@@ -95,8 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     for model in args.models:
         rounds = [run_round(model, args.profile if i == 0 else 0) for i in range(args.rounds)]
-        if args.profile:
-            print(rounds[0].pop("profile"))
+        for kind in ("cold", "cached") if args.profile else ():
+            print(f"{model}, {kind} build under cProfile:\n{rounds[0].pop(f'profile_{kind}')}")
         for i, r in enumerate(rounds):
             print(f"  {model} round {i + 1} (load {r['load']:.2f}): {_fmt(r, 'cold')}; "
                   f"{_fmt(r, 'cached')}")

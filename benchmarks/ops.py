@@ -8,7 +8,7 @@
 * the course assignment's conv1d (examples/assignment/conv1d_cpu.py) at M=4096, N=128 and
   the test sizes, against ``np.convolve``;
 * ResNet-18's 3x3 convolutions (64@56², 128@28², 256@14², 512@7²) and depthwise 3x3 layers
-  (256@56², 512@14²) with kiln's fastest CPU schedules (``topi.x86`` on the packed NCHW16c
+  (256@56², 512@14²) as ``relay.build`` compiles them (``topi.x86`` on the packed NCHW16c
   layout; the data is packed once beforehand: the times exclude the layout conversion), and
   ResNet's 3x3/2 pooling of 64@112².
 
@@ -437,16 +437,32 @@ def _layer(name: str, *args, **kw):
     return mod, bs, shapes
 
 
+def _topi_layer(compute: Callable, schedule: Callable, data_shape: tuple, kernel_shape: tuple,
+                *args):
+    """A packed layer as ``relay.build`` compiles it: the ``topi.nn`` compute
+    ``compute(data, kernel, *args)`` scheduled by the ``topi.x86`` ``schedule``."""
+    from kiln import te
+
+    data = te.placeholder(data_shape, name="data")
+    kernel = te.placeholder(kernel_shape, name="kernel")
+    out = compute(data, kernel, *args)
+    mod, bs = _build(schedule([out]), (data, kernel, out))
+    return mod, bs, [tuple(int(d) for d in t.shape) for t in (data, kernel, out)]
+
+
 def resnet_conv_case(c: int, n: int, k: int = 3, stride: int = 1) -> Callable[[], Prepared]:
     """kiln's convolution as the compiler picks it: Winograd (kernel transformed ahead of
     time, as for a model's constant weights) where ``topi.nn.winograd_tile`` says it pays,
-    the direct packed convolution otherwise; the direct one is also timed (``direct``)."""
+    the direct packed convolution otherwise (``topi.x86.schedule_conv2d_NCHWc``, blocks of
+    BLOCK channels: what a model runs); the direct one is also timed (``direct``)."""
     def prepare():
         pad = k // 2
-        mod, bs, shapes = _layer("conv2d", c, n, k=k, stride=stride, cb=BLOCK)
+        mod, bs, shapes = _topi_layer(
+            topi.nn.conv2d_NCHWc, topi.x86.schedule_conv2d_NCHWc, (1, c // BLOCK, n, n, BLOCK),
+            (c // BLOCK, c // BLOCK, k, k, BLOCK, BLOCK), stride, pad, 1)
         rng = _rng("resnet_conv", c, n, k, stride)
         x, w = _normal(rng, (c, n, n)), _normal(rng, (c, c, k, k))
-        ob = shapes[1][-1]  # the output block the example chose
+        ob = shapes[1][-1]  # the kernel's output block
         X, W, Y = _nd(pack_nchwc(x, BLOCK), pack_kernel(w, BLOCK, ob),
                       np.empty(shapes[-1], "float32"))
         env = {"mod": mod, "X": X, "W": W, "Y": Y, "x": x, "w": w, "np_conv2d": np_conv2d}
@@ -473,7 +489,9 @@ def resnet_conv_case(c: int, n: int, k: int = 3, stride: int = 1) -> Callable[[]
 def resnet_depthwise_case(c: int, n: int, k: int = 3) -> Callable[[], Prepared]:
     def prepare():
         pad = k // 2
-        mod, bs, shapes = _layer("depthwise", c, n, k=k, cb=BLOCK)
+        mod, bs, shapes = _topi_layer(
+            topi.nn.depthwise_conv2d_NCHWc, topi.x86.schedule_depthwise_conv2d_NCHWc,
+            (1, c // BLOCK, n, n, BLOCK), (c // BLOCK, 1, k, k, 1, BLOCK), 1, pad, 1)
         rng = _rng("resnet_dw", c, n, k)
         x, w = _normal(rng, (c, n, n)), _normal(rng, (c, 1, k, k))
         wp = np.ascontiguousarray(w[:, 0].reshape(c // BLOCK, BLOCK, k, k)
@@ -598,16 +616,18 @@ def all_cases() -> list[Case]:
     for c, n in RESNET_CONV:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * c * n * n * 9, resnet_conv_case(c, n),
                  "examples/cpu/layers.py conv2d_winograd (topi conv2d_winograd_NCHWc, F(4x4) "
-                 "at 56² and 28²) or conv2d at 14² and 7² (topi conv2d_NCHWc; register "
-                 "blocks sized to the machine's vector registers)",
+                 "at 56² and 28², F(2x2) at 14²) or, at 7², topi conv2d_NCHWc with "
+                 "schedule_conv2d_NCHWc (register blocks sized to the machine's vector "
+                 "registers), as relay.build picks them",
                  goal=("torch", 1.3), quick=c == 64, blas=True))
     g = _title("depthwise_resnet", "Depthwise conv2d 3x3, pad 1, batch 1 (NCHW16c, layout "
                                    "conversion not timed)")
     for c, n in RESNET_DEPTHWISE:
         add(Case(g, f"{c}@{n}²", c, "compute", 2.0 * c * n * n * 9,
                  resnet_depthwise_case(c, n),
-                 "examples/cpu/layers.py depthwise (topi compute; parallel per channel block, "
-                 "padding inside)",
+                 "topi depthwise_conv2d_NCHWc with schedule_depthwise_conv2d_NCHWc (rows in "
+                 "parallel, blocks of pixels x the channel vector, masked padding inline), "
+                 "as relay.build compiles it",
                  goal=("torch", 1.5), quick=c == 256))
     g = _title("pool_resnet", "ResNet-18 pooling 64@112², 3x3, stride 2, pad 1 (NCHW16c, "
                               "layout conversion not timed), GB/s: input + output")

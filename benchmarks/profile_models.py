@@ -1,10 +1,10 @@
-"""Per-kernel profile of ResNet-18 and MobileNetV2 (224x224, batch 1), the BERT-base encoder
-(sequence 128) and ViT-B/16 (kiln.relay.testing's models; ``bert_layer``: one BERT-base
-layer), with the whole-model latency of kiln and onnxruntime interleaved in one process
-(``python -m benchmarks models`` is the full suite). Not a test (no timing assertions): run
-it by hand with the thread count fixed, e.g.
+"""Per-kernel profile of ResNet-18, ResNet-50 and MobileNetV2 (224x224, batch 1), the
+BERT-base encoder (sequence 128) and ViT-B/16 (kiln.relay.testing's models;
+``bert_layer``: one BERT-base layer), with the whole-model latency of kiln and onnxruntime
+interleaved in one process (``python -m benchmarks models`` is the full suite). Not a test
+(no timing assertions): run it by hand with the thread count fixed, e.g.
 
-    OMP_NUM_THREADS=2 python -m benchmarks.profile_models [resnet18] [mobilenet_v2]
+    OMP_NUM_THREADS=2 python -m benchmarks.profile_models [resnet18] [resnet50] [mobilenet_v2]
         [bert_encoder] [bert_layer] [vit] [vit_layer] [--profile N] [--ort-no-spin]
 
 ``--profile N`` prints kiln's N slowest kernels (``GraphModule.profile``) and onnxruntime's
@@ -27,7 +27,8 @@ import numpy as np
 def _models():
     from kiln.relay import testing
 
-    return {"resnet18": testing.resnet18, "mobilenet_v2": testing.mobilenet_v2,
+    return {"resnet18": testing.resnet18, "resnet50": testing.resnet50,
+            "mobilenet_v2": testing.mobilenet_v2,
             "bert_encoder": testing.bert_encoder, "bert_layer": lambda: testing.bert_encoder(
                 layers=1), "vit": testing.vit, "vit_layer": lambda: testing.vit(layers=1)}
 

@@ -17,6 +17,12 @@
 # worker processes (default: the cores less two).
 # Uses the python3 on PATH (or $PY) with kiln from this checkout on PYTHONPATH, so it runs on a
 # machine that has numpy, pytest, cuda-bindings and PyTorch but no network to install kiln.
+# Wheels in .whl/ (ignored by git) are installed first into a private site folder: fetch the
+# ones such a machine lacks beforehand, e.g. xgboost (the auto_scheduler's and AutoTVM's learned
+# cost model, 6 MB as xgboost-cpu) with
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 -d .whl xgboost-cpu
+# and carry .whl with the call.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-results/gpu}
@@ -26,6 +32,11 @@ mkdir -p "$out"
 PY=${PY:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-gpu-cache}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  site=/tmp/kiln-gpu-site
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:$site"
+fi
 cores=$(nproc)
 workers=${WORKERS:-$(( cores > 4 ? cores - 2 : 2 ))}
 xdist=()

@@ -5,7 +5,8 @@ With floor semantics, splitting off multiples of the divisor is exact for *any* 
     floordiv(q*c + r, c) == q + floordiv(r, c)        floormod(q*c + r, c) == floormod(r, c)
 
 so the numerator's linear form is split into a divisible part and a remainder ``r``; the
-remainder's bounds then often fix the quotient (``floordiv(j, 8) -> 0`` for ``j in [0, 7]``).
+remainder's bounds then often fix the quotient (``floordiv(j, 8) -> 0`` for ``j in [0, 7]``;
+``floordiv(5*n - 1, n) -> 4`` for ``n >= 1``: a remainder in ``[-b, 0)`` takes one off).
 Further rules: a common factor of the remainder and the divisor is cancelled, nested
 divisions merge (``floordiv(floordiv(x, a), b) -> floordiv(x, a*b)``), and in sums
 ``floordiv(x, c)*c + floormod(x, c) -> x`` and ``x - floordiv(x, c)*c -> floormod(x, c)``.
@@ -205,10 +206,14 @@ def _symbolic(rw: Rewriter, e, lb: Lin):
             return rw.emit(q, e) if is_div else make_const(0, e.dtype)
         if _in_range(rw, r, b):
             return rw.emit(q if is_div else r, e)
+        if _in_range(rw, r.add(lb), b):  # -b <= r < 0: floordiv(q*b - 1, b) == q - 1
+            return rw.emit(q.add_const(-1) if is_div else r.add(lb), e)
         node = (E.FloorDiv if is_div else E.FloorMod)(render(r), b)
         return rw.emit(q.add(_atom(rw, node)) if is_div else _atom(rw, node), e)
     if _in_range(rw, la, b):
         return make_const(0, e.dtype) if is_div else a
+    if _in_range(rw, la.add(lb), b):  # -b <= a < 0
+        return make_const(-1, e.dtype) if is_div else rw.emit(la.add(lb), e)
     if is_div and type(a) is E.FloorDiv and _positive(rw, a.b) and _positive(rw, b):
         return rw(E.FloorDiv(a.a, rw(E.Mul(a.b, b))))
     return e

@@ -316,8 +316,8 @@ class Rewriter:
         if isinstance(a, _IMM) and isinstance(b, _IMM):
             return E.IntImm(e.dtype, int(CMP_FOLD[t](a.value, b.value)))
         base = self.rebuilt(e, a=a, b=b)
-        if not is_int_scalar(a.dtype):
-            return base
+        if not is_int_scalar(a.dtype) or dt.is_uint(a.dtype):
+            return base  # unsigned arithmetic wraps: u * 2 > k is not u > k / 2
         known = self.an.fact(base)
         if known is not None:
             return E.IntImm(e.dtype, int(known))

@@ -90,27 +90,40 @@ def _open_pragmas(sketch: Sketch) -> list[int]:
 @functools.cache
 def aligned_factorizations(extent: int, parts: int, lanes: int) -> tuple[tuple[int, ...], ...]:
     """The :func:`factorizations` whose innermost entry is a multiple of ``lanes`` (a
-    vectorized loop of whole vectors), or all of them when none is."""
+    vectorized loop of whole vectors); where none is, those of at least half a vector (a
+    conv's 14 columns of 16 lanes); else all of them."""
     every = factorizations(extent, parts)
-    return tuple(f for f in every if f[-1] % lanes == 0) or every
+    return (tuple(f for f in every if f[-1] % lanes == 0)
+            or tuple(f for f in every if 2 * f[-1] >= lanes) or every)
 
 
-def sample_candidate(sketches: list[Sketch], rng: random.Random) -> Candidate:
+def sample_candidate(sketches: list[Sketch], rng: random.Random, filled: bool = False
+                     ) -> Candidate:
     """A uniformly random sketch with uniformly random tile sizes (the innermost of a
-    vectorized loop a multiple of the vector lanes where the extent allows; drawn again
-    until they keep the sketch's limits) and unroll limits."""
+    vectorized loop a multiple of the vector lanes where the extent allows) and unroll
+    limits, drawn again until they keep the sketch's limits; ``filled``: until they also
+    reach its floors (:meth:`Sketch.fills`), where some of :data:`MAX_SAMPLE_TRIES` draws
+    do."""
     k = rng.randrange(len(sketches))
     sk = sketches[k]
-    for _ in range(MAX_SAMPLE_TRIES):
-        tiles = {i: rng.choice(aligned_factorizations(sk.steps[i].extent,
-                                                      len(sk.steps[i].lengths) + 1,
-                                                      sk.vector_lanes.get(i, 1)))
-                 for i in _open_splits(sk)}
-        if sk.allows(tiles):
-            unrolls = {i: rng.choice(sk.unroll_choices) for i in _open_pragmas(sk)}
-            return Candidate(k, tiles, unrolls)
-    raise RuntimeError(f"auto_scheduler: no tile sizes of sketch {sk} within its limits "
-                       f"in {MAX_SAMPLE_TRIES} draws")
+    draws = (_draw(sk, rng) for _ in range(MAX_SAMPLE_TRIES))
+    kept = (d for d in draws if sk.allows(*d))
+    first = next(kept, None)
+    if first is None:
+        raise RuntimeError(f"auto_scheduler: no tile sizes of sketch {sk} within its limits "
+                           f"in {MAX_SAMPLE_TRIES} draws")
+    if filled and not sk.fills(first[0]):
+        first = next((d for d in kept if sk.fills(d[0])), first)
+    return Candidate(k, *first)
+
+
+def _draw(sk: Sketch, rng: random.Random) -> tuple[dict, dict]:
+    """Random tile sizes and unroll limits of the open steps of ``sk``."""
+    tiles = {i: rng.choice(aligned_factorizations(sk.steps[i].extent,
+                                                  len(sk.steps[i].lengths) + 1,
+                                                  sk.vector_lanes.get(i, 1)))
+             for i in _open_splits(sk)}
+    return tiles, {i: rng.choice(sk.unroll_choices) for i in _open_pragmas(sk)}
 
 
 def mutate(c: Candidate, rng: random.Random,

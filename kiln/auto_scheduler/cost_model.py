@@ -10,24 +10,56 @@
   features (``kiln.autotvm.feature``) of each lowered state, trained on measured
   throughput normalized to the best (failures 0), refit after every batch. Until
   ``min_train`` states have been measured successfully (or without xgboost) it predicts
-  with the analytic model.
+  with the analytic model, on a GPU task with :class:`.gpu_model.GPUOccupancyModel`.
 * :class:`RandomModel` scores at random (TVM's ``RandomModel``), for tests and as a
   baseline.
 
 A state that fails to lower scores ``-inf`` and is never measured.
+
+Both models lower every new state (a tenth to half a second each for a GEMM's, the
+search's main cost per trial: a round scores some 200 new states); they lower a batch
+in forked children, one per CPU (:func:`map_states`), as the builder compiles.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
+from collections.abc import Callable
 
 from kiln.autotvm.feature import get_itervar_feature
+from kiln.autotvm.measure.local import fork_map
 from kiln.autotvm.tuner.xgboost_cost_model import XGBoostCostModel
 from kiln.cost import estimate
 from kiln.driver import lower
 
-__all__ = ["CostModel", "AnalyticCostModel", "XGBModel", "RandomModel"]
+__all__ = ["CostModel", "AnalyticCostModel", "XGBModel", "RandomModel", "map_states"]
+
+#: the fewest states worth a forked child of their own (a fork costs some milliseconds)
+MIN_STATES_PER_CHILD = 4
+#: seconds a child may take for its share of a batch; its states then fail to lower
+MAP_TIMEOUT = 3600.0
+
+
+def map_states(fn: Callable, task, states: list) -> list:
+    """``fn(task, state)`` of each state, the states shared among forked children (one per
+    CPU; here, without children, for a small batch). A child that fails or runs past
+    :data:`MAP_TIMEOUT` gives ``None`` for each of its states."""
+    n = min(os.cpu_count() or 1, len(states) // MIN_STATES_PER_CHILD)
+    if n <= 1:
+        return [fn(task, s) for s in states]
+    shares = [states[k::n] for k in range(n)]
+    done = fork_map(_map_share, [(fn, task, share) for share in shares], n, MAP_TIMEOUT)
+    out: list = [None] * len(states)
+    for k, (status, values, _) in enumerate(done):
+        if status == "ok":
+            out[k::n] = values
+    return out
+
+
+def _map_share(fn: Callable, task, states: list) -> list:
+    return [fn(task, s) for s in states]
 
 
 class CostModel:
@@ -58,9 +90,9 @@ class AnalyticCostModel(CostModel):
         self._cache: dict[str, float] = {}
 
     def predict(self, task, states) -> list[float]:
-        for s in states:
-            if s.key() not in self._cache:
-                self._cache[s.key()] = self._score(task, s)
+        todo = list({s.key(): s for s in states if s.key() not in self._cache}.values())
+        for s, score in zip(todo, map_states(self._score, task, todo), strict=True):
+            self._cache[s.key()] = -math.inf if score is None else score
         return [self._cache[s.key()] for s in states]
 
     @staticmethod
@@ -87,24 +119,41 @@ class XGBModel(CostModel):
         self.num_boost_round = num_boost_round
         self.params = {"max_depth": 3, "eta": 0.3, "seed": seed, "verbosity": 0,
                        "objective": "rank:pairwise"}
-        self.fallback = fallback or AnalyticCostModel()
+        self.fallback = fallback  # None: the analytic model of the task's target kind
+        self._analytic: dict[bool, CostModel] = {}
         self.booster = None
         self.keys: list[str] = []
         self._features: dict[str, dict[str, float]] = {}
         self._samples: dict[str, float] = {}  # state key -> measured throughput (0: failed)
 
-    def _feature(self, task, state) -> dict[str, float] | None:
-        key = state.key()
-        if key not in self._features:
-            try:
-                self._features[key] = get_itervar_feature(task, state)
-            except Exception:  # noqa: BLE001 - an unschedulable state has no features
-                self._features[key] = None
-        return self._features[key]
+    def _analytic_model(self, task) -> CostModel:
+        """What ranks states before the booster has learned: the occupancy model for a GPU
+        task (``kiln.cost.estimate`` prices loops as one CPU core runs them), else the
+        analytic model."""
+        from kiln.autotvm.measure.cuda import is_cuda_target
+
+        from .gpu_model import GPUOccupancyModel  # it builds on this module
+
+        gpu = is_cuda_target(task.target)
+        if gpu not in self._analytic:
+            self._analytic[gpu] = GPUOccupancyModel() if gpu else AnalyticCostModel()
+        return self._analytic[gpu]
+
+    def _features_of(self, task, states) -> list[dict[str, float] | None]:
+        """The features of each state (None: it does not lower), new ones computed in
+        parallel (:func:`map_states`)."""
+        todo = list({s.key(): s for s in states if s.key() not in self._features}.values())
+        for s, feature in zip(todo, map_states(_feature, task, todo), strict=True):
+            self._features[s.key()] = feature
+        return [self._features[s.key()] for s in states]
 
     def update(self, inputs, results) -> None:
+        by_task: dict[int, tuple] = {}  # a log's inputs: task objects of one workload
+        for inp in inputs:
+            by_task.setdefault(id(inp.task), (inp.task, []))[1].append(inp.state)
+        for task, states in by_task.values():
+            self._features_of(task, states)
         for inp, res in zip(inputs, results, strict=True):
-            self._feature(inp.task, inp.state)
             self._samples[inp.state.key()] = 0.0 if math.isinf(res.cost) else 1.0 / res.cost
         good = [k for k, y in self._samples.items() if y > 0 and self._features.get(k)]
         if self.xgb is None or len(good) < self.min_train:
@@ -122,9 +171,17 @@ class XGBModel(CostModel):
 
     def predict(self, task, states) -> list[float]:
         if self.booster is None:
-            return self.fallback.predict(task, states)
-        feats = [self._feature(task, s) for s in states]
+            return (self.fallback or self._analytic_model(task)).predict(task, states)
+        feats = self._features_of(task, states)
         x = XGBoostCostModel._to_matrix([f or {} for f in feats], self.keys)
         scores = self.booster.predict(self.xgb.DMatrix(x))
         return [float(v) if f is not None else -math.inf
                 for v, f in zip(scores, feats, strict=True)]
+
+
+def _feature(task, state) -> dict[str, float] | None:
+    """AutoTVM's loop-nest features of ``state``; None for a state that does not lower."""
+    try:
+        return get_itervar_feature(task, state)
+    except Exception:  # noqa: BLE001 - an unschedulable state has no features
+        return None

@@ -2,17 +2,22 @@
 check that a GPU state fits it.
 
 :class:`HardwareParams` holds the limits the GPU sketch rules and the search respect: the
-threads of a block, the shared memory of a block, the virtual threads of a tile and the
-warp size (what a cross-thread reduction's threads are counted in). A field left ``None``
-takes the target's value (``Target("cuda").max_num_threads``, ``max_shared_memory_per_block``,
-``thread_warp_size``) or Ansor's default.
+threads of a block, the shared memory of a block, the local memory of a thread, the virtual
+threads of a tile and the warp size (what a cross-thread reduction's threads are counted
+in). A field left ``None`` takes the target's value (``Target("cuda").max_num_threads``,
+``max_shared_memory_per_block``, ``thread_warp_size``) or a default:
+:data:`DEFAULT_MAX_LOCAL_MEMORY` bytes of local arrays per thread (as TVM's
+``verify_gpu_code`` counts ``max_local_memory_per_block``: the local allocations one thread
+makes), :data:`DEFAULT_MAX_VTHREAD_EXTENT` virtual threads.
 
 :func:`fits_gpu` is TVM's ``verify_gpu_code`` for one state: the state is lowered and each
-kernel's shared allocations and threads per block are added up. The search scores a state
-that does not fit as ``-inf`` (:func:`hardware_check`), so it is never measured.
+kernel's shared allocations, local allocations and threads per block are added up. The
+search scores a state that does not fit as ``-inf`` (:func:`hardware_check`), so it is
+never measured.
 
 Guarantee: a state :func:`fits_gpu` accepts launches with at most ``max_threads_per_block``
-threads and ``max_shared_memory_per_block`` bytes of static shared memory per block.
+threads, ``max_shared_memory_per_block`` bytes of static shared memory per block and
+``max_local_memory_per_block`` bytes of local arrays per thread.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from kiln.autotvm.measure.cuda import is_cuda_target
 from kiln.driver import lower
@@ -33,16 +39,22 @@ from kiln.tir.stmt_functor import pre_order_visit
 from .compute_dag import ComputeDAG
 from .loop_state import State
 
-__all__ = ["HardwareParams", "fits_gpu", "hardware_check", "kernel_resources"]
+__all__ = ["HardwareParams", "KernelResources", "fits_gpu", "hardware_check",
+           "kernel_resources"]
 
 #: Ansor's ``max_vthread_extent``: the most virtual threads a tile may have
 DEFAULT_MAX_VTHREAD_EXTENT = 8
+#: local bytes per thread: the 255 32-bit registers a thread can have. A larger register
+#: tile spills to local memory; the largest a GPU search drew on an H100 (1 MiB of
+#: accumulators per thread) failed to launch.
+DEFAULT_MAX_LOCAL_MEMORY = 255 * 4
 
 
 @dataclass(frozen=True)
 class HardwareParams:
-    """TVM's ``auto_scheduler.HardwareParams``; kiln's GPU rules read the last five
-    fields, the CPU rules read their facts from ``kiln.target``."""
+    """TVM's ``auto_scheduler.HardwareParams``; kiln's GPU rules read ``num_cores`` (the
+    SMs, :mod:`.gpu_model`) and the last six fields, the CPU rules read their facts from
+    ``kiln.target``."""
 
     num_cores: int | None = None
     vector_unit_bytes: int | None = None
@@ -62,16 +74,29 @@ class HardwareParams:
             self,
             max_shared_memory_per_block=(self.max_shared_memory_per_block
                                          or tgt.max_shared_memory_per_block),
+            max_local_memory_per_block=(self.max_local_memory_per_block
+                                        or DEFAULT_MAX_LOCAL_MEMORY),
             max_threads_per_block=self.max_threads_per_block or tgt.max_num_threads,
             max_vthread_extent=self.max_vthread_extent or DEFAULT_MAX_VTHREAD_EXTENT,
             warp_size=self.warp_size or tgt.thread_warp_size)
 
 
-def kernel_resources(mod: IRModule) -> list[tuple[int, int]]:
-    """``(shared bytes, threads per block)`` of each kernel of the lowered ``mod`` (a kernel
-    is an outermost ``blockIdx`` loop; its threads are the product of its ``threadIdx``
-    extents, its shared bytes the sum of its constant ``shared`` allocations)."""
-    kernels: list[tuple[int, int]] = []
+class KernelResources(NamedTuple):
+    """What one kernel asks of the GPU: shared bytes per block, threads per block, blocks,
+    and local bytes per thread."""
+
+    shared_bytes: int
+    threads: int
+    blocks: int = 1
+    local_bytes: int = 0
+
+
+def kernel_resources(mod: IRModule) -> list[KernelResources]:
+    """The :class:`KernelResources` of each kernel of the lowered ``mod`` (a kernel is an
+    outermost ``blockIdx`` loop; its threads and blocks are the products of its
+    ``threadIdx`` and ``blockIdx`` extents, its shared and local bytes the sums of its
+    constant ``shared`` and ``local`` allocations)."""
+    kernels: list[KernelResources] = []
 
     def visit(node) -> bool:
         if _binds(node, "blockIdx"):
@@ -90,30 +115,33 @@ def _binds(node, prefix: str) -> bool:
             and str(node.node.var.name).startswith(prefix))
 
 
-def _one_kernel(kernel) -> tuple[int, int]:
-    """``(shared bytes, threads per block)`` of one kernel (its ``blockIdx`` extent)."""
-    shared, threads = 0, {}
+def _one_kernel(kernel) -> KernelResources:
+    """The resources of one kernel (its outermost ``blockIdx`` extent)."""
+    scoped = {"shared": 0, "local": 0}
+    extents: dict[str, dict[str, int]] = {"threadIdx": {}, "blockIdx": {}}
 
     def visit(node) -> None:
-        nonlocal shared
-        if isinstance(node, Allocate) and node.scope == "shared":
+        if isinstance(node, Allocate) and node.scope in scoped:
             sizes = [e.value for e in node.extents if isinstance(e, IntImm)]
-            shared += math.prod(sizes) * dt.itemsize(node.dtype)
-        elif _binds(node, "threadIdx") and isinstance(node.value, IntImm):
-            threads[node.node.var.name] = max(threads.get(node.node.var.name, 1),
-                                              node.value.value)
+            scoped[node.scope] += math.prod(sizes) * dt.itemsize(node.dtype)
+        for prefix, seen in extents.items():
+            if _binds(node, prefix) and isinstance(node.value, IntImm):
+                name = node.node.var.name
+                seen[name] = max(seen.get(name, 1), node.value.value)
 
     post_order_visit(kernel, visit)
-    return shared, math.prod(threads.values())
+    return KernelResources(scoped["shared"], math.prod(extents["threadIdx"].values()),
+                           math.prod(extents["blockIdx"].values()), scoped["local"])
 
 
 def fits_gpu(dag: ComputeDAG, state: State, params: HardwareParams) -> bool:
-    """Whether every kernel of ``state`` keeps ``params``' shared memory and thread limits
-    (``params`` filled, :meth:`HardwareParams.for_target`)."""
+    """Whether every kernel of ``state`` keeps ``params``' shared memory, local memory and
+    thread limits (``params`` filled, :meth:`HardwareParams.for_target`)."""
     mod = lower(*dag.apply_steps_from_state(state))
-    return all(shared <= params.max_shared_memory_per_block
-               and threads <= params.max_threads_per_block
-               for shared, threads in kernel_resources(mod))
+    return all(k.shared_bytes <= params.max_shared_memory_per_block
+               and k.local_bytes <= params.max_local_memory_per_block
+               and k.threads <= params.max_threads_per_block
+               for k in kernel_resources(mod))
 
 
 def hardware_check(task) -> Callable[[State], bool]:

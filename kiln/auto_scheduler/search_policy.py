@@ -10,12 +10,14 @@ Each round (:meth:`SketchPolicy.continue_search_one_round`):
    (:func:`.annotation.crossover`; a child whose state does not replay is dropped), and
    the best ``population_size`` of parents and children survive;
 3. **measurement**: the best-scored unmeasured candidates, with a share ``eps_greedy``
-   drawn at random instead (exploration), are measured as one batch; the cost model is
-   updated with the results and every score is recomputed.
+   (half of the first batch, before the model has learned anything) drawn at random
+   instead, filled (:meth:`.Sketch.fills`; exploration), are measured as one batch;
+   the cost model is updated with the results and every score is recomputed.
 
 A GPU state over the task's hardware limits (threads or shared memory per block,
 :func:`.hardware_params.hardware_check`) scores ``-inf``: it is never measured. No
-candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far.
+candidate is measured twice. ``best_state``/``best_cost`` hold the fastest so far,
+``seconds`` the wall time spent choosing states and measuring them.
 ``init_search_callbacks=[PreloadMeasuredStates(log)]`` resumes a search: the task's records
 in the log count as measured, seed the population and train the cost model.
 """
@@ -86,6 +88,9 @@ class SketchPolicy(SearchPolicy):
         self._scores: dict[tuple, float] = {}
         self.best_state = None
         self.best_cost = math.inf
+        #: wall seconds spent choosing states ("search") and building and timing them
+        #: ("measure"), over every round
+        self.seconds = {"search": 0.0, "measure": 0.0}
         for cb in init_search_callbacks or ():
             cb.callback(self)
 
@@ -97,7 +102,10 @@ class SketchPolicy(SearchPolicy):
 
     # ---- search -----------------------------------------------------------------------
     def sample_initial_population(self, n: int) -> list[Candidate]:
-        return [sample_candidate(self.sketches, self.rng) for _ in range(n)]
+        """``n`` random candidates, every other one filled (:meth:`.Sketch.fills`: a
+        register tile at least half full, one parallel iteration per core at least)."""
+        return [sample_candidate(self.sketches, self.rng, filled=k % 2 == 0)
+                for k in range(n)]
 
     def evolutionary_search(self, population: list[Candidate]) -> list[Candidate]:
         """The population after ``num_iters`` generations, best first."""
@@ -123,7 +131,8 @@ class SketchPolicy(SearchPolicy):
             child = crossover(a, b, self.sketches[a.sketch], self.rng)
             if not self.replays(child):
                 return None
-        return child if self.sketches[child.sketch].allows(child.tiles) else None
+        return (child if self.sketches[child.sketch].allows(child.tiles, child.unrolls)
+                else None)
 
     def replays(self, c: Candidate) -> bool:
         """Whether candidate ``c``'s state applies to a fresh schedule of the task."""
@@ -135,15 +144,19 @@ class SketchPolicy(SearchPolicy):
 
     def continue_search_one_round(self, num_measure: int, measurer):
         """Search, measure up to ``num_measure`` new states; ``(inputs, results)``."""
+        start = time.perf_counter()
         picks: list[Candidate] = []
         for _ in range(self.params["retry_search_one_round_on_empty"]):
             picks = self._pick(num_measure)
             if picks:
                 break
+        chosen = time.perf_counter()
+        self.seconds["search"] += chosen - start
         if not picks:
             return [], []
         states = [c.state(self.sketches[c.sketch]) for c in picks]
         inputs, results = measurer.measure(self.search_task, self, states)
+        self.seconds["measure"] += time.perf_counter() - chosen
         self._record(picks, inputs, results)
         return inputs, results
 
@@ -169,7 +182,8 @@ class SketchPolicy(SearchPolicy):
                 best = flops / self.best_cost / 1e9 if self.best_cost < math.inf else 0.0
                 print(f"{self.search_task.desc or self.search_task.workload_key}: "
                       f"trials {done}/{num_measure_trials} | best {best:.2f} GFLOPS | "
-                      f"{time.time() - start:.1f} s", flush=True)
+                      f"{time.time() - start:.1f} s (search {self.seconds['search']:.1f}"
+                      f" s, measure {self.seconds['measure']:.1f} s)", flush=True)
         return done
 
     # ---- helpers ----------------------------------------------------------------------
@@ -202,20 +216,23 @@ class SketchPolicy(SearchPolicy):
         return [unique[i] for s, i in ranked[:n] if s > -math.inf]
 
     def _pick(self, n: int) -> list[Candidate]:
-        """The next batch: best-scored unmeasured candidates and a few random ones."""
+        """The next batch: best-scored unmeasured candidates and a few random filled ones
+        (a share ``eps_greedy``; half the first batch, whose ranking the model has learned
+        nothing for)."""
         size = self.params["population_size"]
         seeds = [self._candidates[k] for k, _ in sorted(self.measured.items(),
                                                         key=lambda kv: kv[1])[:size // 4]
                  if self.measured[k] < math.inf]
         pop = self.evolutionary_search(seeds + self.sample_initial_population(size))
-        n_random = int(round(n * self.params["eps_greedy"]))
+        n_random = int(round(n * (self.params["eps_greedy"] if self.measured else 0.5)))
         picks: dict[tuple, Candidate] = {}
         for c in pop:
             if len(picks) >= n - n_random:
                 break
             if c.key() not in self.measured:
                 picks[c.key()] = c
-        for c in self.sample_initial_population(4 * max(n_random, 1)):
+        for _ in range(4 * max(n_random, 1)):
+            c = sample_candidate(self.sketches, self.rng, filled=True)
             if len(picks) >= n:
                 break
             if c.key() not in self.measured and c.key() not in picks \

@@ -4,7 +4,8 @@ A :class:`Sketch` is a list of transform steps whose tile sizes and unroll limit
 open (``None``); :mod:`.annotation` fills them. The rules (Ansor's, for CPUs) visit the
 compute stages from the outputs back to the inputs:
 
-* **inline**: an elementwise stage that is not an output is ``compute_inline``-d;
+* **inline**: an elementwise stage that is not an output is ``compute_inline``-d, unless
+  it chooses between values (a padding: computed apart, as a skipped stage);
 * **multi-level tiling** (``SSRSRS``): a reduction with data reuse (GEMM, conv) splits each
   spatial loop in four and each reduction loop in two and orders them
   ``S0 S1 R0 S2 R1 S3``;
@@ -16,18 +17,23 @@ compute stages from the outputs back to the inputs:
 * **rfactor**: a reduction with fewer outputs than reduced elements (a long vector's sum,
   a softmax's max, a matrix-vector product) gets two more sketches beside the others: its
   reduction loops are fused and split in two, and ``rfactor`` over the inner part makes a
-  stage of vector-wide partial sums (the inner part vectorized), over the outer part a
-  stage of partial sums computed in parallel; the stage itself then reduces those;
+  stage of vector-wide partial sums (the inner part vectorized, computed in each
+  iteration of the stage's parallel loop), over the outer part a stage of partial sums
+  computed in parallel; the stage itself then reduces those;
 * **skip**: any other stage keeps its loops.
 
 Annotation is part of the sketch: the ``S0`` loops of each root stage are fused and run in
 parallel with an ``auto_unroll_max_step`` pragma, the innermost spatial tile is vectorized;
-a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last.
+a skipped elementwise stage runs its outer loops fused in parallel and vectorizes the last
+(split, its inner part in whole vectors, when longer than :data:`MAX_VECTORIZE_EXTENT`).
 
 A tiled stage's tile sizes are bounded by the target's CPU (:func:`cpu_budget`, read from
 ``kiln.target``, no per-machine constant): its vectorized innermost tile is drawn in whole
 vectors where the extent allows, its innermost ``S3`` tile holds at most half the vector
-registers of accumulators, its ``S2 S3`` tile at most the L1 data cache.
+registers of accumulators, its ``S2 S3`` tile at most the L1 data cache, and its unroll
+pragma unrolls at most :data:`MAX_UNROLLED_VECTORS` vector statements (the C compiler's
+time). A *filled* candidate (:meth:`Sketch.fills`) also has an ``S3`` tile of at least a
+quarter of the registers and a parallel loop of at least one iteration per core.
 
 These are the CPU rules; a ``cuda`` target gets the GPU rules of :mod:`.sketch_gpu`.
 """
@@ -41,6 +47,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln.autotvm.measure.cuda import is_cuda_target
+from kiln.ir.expr import Call, Select
+from kiln.ir.functor import post_order_visit
 from kiln.target import Target
 from kiln.target.memory import host_memory
 
@@ -58,12 +66,17 @@ from .loop_state import (
     root_iter_name,
 )
 
-__all__ = ["Sketch", "generate_sketches"]
+__all__ = ["Sketch", "generate_sketches", "tile_product"]
 
 #: the largest extent a skipped stage's last loop is vectorized with
 MAX_VECTORIZE_EXTENT = 64
 #: the values of ``auto_unroll_max_step`` the search picks from (Ansor's CPU choices)
 UNROLL_CHOICES = (0, 16, 64, 512)
+#: the most vector statements an unroll pragma may unroll a tiled stage into (its value
+#: times the vectors of the vectorized innermost tile): a budget of the C compiler's time,
+#: not of the machine (30 GEMM 1024 states built two at a time, load average 11: at most
+#: 256 each within 5 s, 512 in 2-23 s, 1024 in 10-38 s)
+MAX_UNROLLED_VECTORS = 256
 
 
 @dataclass
@@ -73,11 +86,16 @@ class Sketch:
     innermost length of split ``j``; ``fused_follows[i] = ((j, level), ...)`` makes split
     ``i``'s one length the product of those levels' lengths (the threads of a block that
     fetch a shared tile together); ``limits`` are ``(((j, level), ...), bound)``: the
-    product of those lengths is at most ``bound`` (threads per block, virtual threads);
+    product of those lengths is at most ``bound`` (threads per block, virtual threads; a
+    reference ``(j, level, lanes)`` counts that length in whole vectors of ``lanes``);
     ``rules`` names the rule applied to each stage; ``unroll_choices`` are the values an
     open unroll limit takes; ``vector_lanes[i]``: split ``i``'s innermost level is
     vectorized, drawn as a multiple of that many lanes (the target's) where the extent
-    allows."""
+    allows; ``unroll_limits`` are ``(i, j, lanes, bound)``: the value of pragma ``i``
+    times the vectors of split ``j``'s innermost (vectorized) length is at most ``bound``
+    (the vector statements an ``auto_unroll_max_step`` may unroll into); ``floors`` are
+    ``(((j, level), ...), bound)`` that a *filled* candidate's products reach
+    (:meth:`fills`; the search draws half its random candidates filled)."""
 
     steps: list
     follows: dict = field(default_factory=dict)
@@ -86,15 +104,30 @@ class Sketch:
     limits: list = field(default_factory=list)
     unroll_choices: tuple[int, ...] = UNROLL_CHOICES
     vector_lanes: dict = field(default_factory=dict)
+    unroll_limits: list = field(default_factory=list)
+    floors: list = field(default_factory=list)
 
-    def allows(self, tiles: dict) -> bool:
+    def allows(self, tiles: dict, unrolls: dict | None = None) -> bool:
         """Whether the tile sizes ``tiles`` (split -> full factorization) keep every
-        limit."""
-        return all(math.prod(tiles[j][level] for j, level in refs) <= bound
-                   for refs, bound in self.limits)
+        limit and, given ``unrolls`` (pragma step -> value), every unroll limit."""
+        return (all(tile_product(tiles, refs) <= bound for refs, bound in self.limits)
+                and all(unrolls[i] * -(-tiles[j][-1] // lanes) <= bound
+                        for i, j, lanes, bound in self.unroll_limits if unrolls))
+
+    def fills(self, tiles: dict) -> bool:
+        """Whether the tile sizes ``tiles`` reach every floor (a register tile at least
+        half full, a parallel loop of at least one iteration per core)."""
+        return all(tile_product(tiles, refs) >= bound for refs, bound in self.floors)
 
     def __str__(self) -> str:
         return "; ".join(self.rules)
+
+
+def tile_product(tiles: dict, refs: tuple) -> int:
+    """The product of the tile lengths ``refs`` name: ``(j, level)`` the length of level
+    ``level`` of split ``j``, ``(j, level, lanes)`` its whole vectors of ``lanes``."""
+    return math.prod(-(-tiles[ref[0]][ref[1]] // (ref[2] if len(ref) > 2 else 1))
+                     for ref in refs)
 
 
 @dataclass
@@ -110,11 +143,12 @@ class PartialSketch:
     annotations: list = field(default_factory=list)
     fused_follows: dict = field(default_factory=dict)
     limits: list = field(default_factory=list)
+    splits: dict = field(default_factory=dict)  # (stage, innermost loop) -> split step
 
     def copy(self) -> PartialSketch:
         return PartialSketch(self.dag, list(self.steps), dict(self.follows), list(self.rules),
                         dict(self.role), dict(self.loops), list(self.annotations),
-                        dict(self.fused_follows), list(self.limits))
+                        dict(self.fused_follows), list(self.limits), dict(self.splits))
 
     def add(self, step) -> int:
         self.steps.append(step)
@@ -145,14 +179,16 @@ def generate_sketches(dag: ComputeDAG, target: str = "llvm", hardware_params=Non
 
 
 class CPUBudget(NamedTuple):
-    """What the target's CPU gives a multi-level tiling, in elements of the computation's
-    type: ``lanes`` of a vector, ``register_tile`` accumulators of the innermost tile (the
-    ``S3`` levels: half the vector registers, the rest holding operands), ``cache_tile``
-    elements of the ``S2 S3`` tile (the L1 data cache)."""
+    """What the target's CPU gives a multi-level tiling: ``lanes`` of a vector (elements
+    of the computation's type), ``register_tile`` vector registers of accumulators of the
+    innermost tile (the ``S3`` levels: half the vector registers, the rest holding
+    operands), ``cache_tile`` elements of the ``S2 S3`` tile (the L1 data cache); and the
+    ``cores`` its parallel loop is shared among."""
 
     lanes: int
     register_tile: int
     cache_tile: int
+    cores: int
 
 
 def cpu_budget(target: str, itemsize: int) -> CPUBudget:
@@ -160,15 +196,16 @@ def cpu_budget(target: str, itemsize: int) -> CPUBudget:
     elements."""
     cpu = Target(target).cpu
     lanes = cpu.vector_lanes(itemsize)
-    l1 = host_memory().caches[0].size_bytes
-    return CPUBudget(lanes, max(lanes, cpu.vector_registers // 2 * lanes), l1 // itemsize)
+    memory = host_memory()
+    return CPUBudget(lanes, max(1, cpu.vector_registers // 2),
+                     memory.caches[0].size_bytes // itemsize, memory.cores)
 
 
 def _expand(p: PartialSketch, op) -> list[PartialSketch]:
     """The partial sketches after applying every rule that fits ``op``."""
     dag = p.dag
     name = dag.stage_name(op)
-    if dag.is_inlinable(op) and not dag.has_data_reuse(op):
+    if dag.is_inlinable(op) and not dag.has_data_reuse(op) and not _has_condition(op):
         p.add(ComputeInlineStep(name))
         p.role[name] = "inline"
         p.rules.append(f"{name}: inline")
@@ -186,6 +223,23 @@ def _expand(p: PartialSketch, op) -> list[PartialSketch]:
         return out + rfactors
     _skip(p, name, root_loops(op))
     return [p, *rfactors]
+
+
+def _has_condition(op) -> bool:
+    """Whether ``op`` chooses between values (``if_then_else``, ``select``: a padding):
+    inlined into a tiled reduction, its conditions would split every loop around the
+    read into condition-free versions (a padded conv state: 130 kB of C, over a minute to
+    build), so it is computed into its own buffer, as the hand schedules do."""
+    found = False
+
+    def visit(node) -> None:
+        nonlocal found
+        found = found or isinstance(node, Select) or (
+            isinstance(node, Call) and node.op == "tvm_if_then_else")
+
+    for body in op.body:
+        post_order_visit(body, visit)
+    return found
 
 
 def _skip(p: PartialSketch, name: str, loops: list, rule: str = "skip") -> None:
@@ -207,9 +261,11 @@ def _size(axes) -> int:
 
 def _rfactor(p: PartialSketch, op, inner: bool) -> PartialSketch:
     """Fuse ``op``'s reduction loops into ``r``, split it into ``r.0 r.1`` and rfactor over
-    ``r.1`` (``inner``: ``C.rf(r.1, S) += ... over r.0``, ``r.1`` innermost and vectorized)
-    or ``r.0`` (``C.rf(r.0, S) += ... over r.1``, ``r.0`` and ``S`` fused in parallel);
-    ``C`` then reduces ``C.rf`` over ``r.k.v``."""
+    ``r.1`` (``inner``: ``C.rf(S, r.1) += ... over r.0``, ``r.1`` innermost and vectorized,
+    computed in each iteration of ``C``'s spatial loops, fused in parallel: one parallel
+    loop, one output's partial sums in a vector, as topi's reduction schedule) or ``r.0``
+    (``C.rf(r.0, S) += ... over r.1``, ``r.0`` and ``S`` fused in parallel); ``C`` then
+    reduces ``C.rf`` over ``r.k.v``."""
     name = p.dag.stage_name(op)
     loops = root_loops(op)
     spatial = [n for n, _, r in loops if not r]
@@ -220,18 +276,27 @@ def _rfactor(p: PartialSketch, op, inner: bool) -> PartialSketch:
         p.add(fuse)
         r, extent = fuse.fused_name, math.prod(e for _, e in reduce)
     split_loop(p, name, r, extent, 2)
-    step = RfactorStep(name, f"{r}.1" if inner else f"{r}.0")
+    step = RfactorStep(name, f"{r}.1", len(spatial)) if inner else RfactorStep(name, f"{r}.0")
     p.add(step)
     rf = step.new_stage
+    rule = f"rfactor {'inner' if inner else 'outer'}"
+    p.role[rf] = "rfactor"
+    p.splits[(rf, f"{r}.1")] = p.splits[(name, f"{r}.1")]  # C.rf's loop r.1 is C's
     if inner:
         p.add(ReorderStep(rf, (*spatial, f"{r}.0", f"{r}.1")))
-        p.annotations.append((rf, spatial, [f"{r}.1"]))
+        p.annotations.append((rf, [], [f"{r}.1"]))
     else:
         p.annotations.append((rf, [f"{r}.0", *spatial], []))
-    p.role[rf] = "rfactor"
-    # the annotation reads the extents of spatial loops only; the factored one's is open
-    _skip(p, name, [x for x in loops if not x[2]] + [(f"{step.iter}.v", None, True)],
-          f"rfactor {'inner' if inner else 'outer'}")
+    if not (inner and spatial):
+        # the annotation reads the extents of spatial loops only; the factored one's is open
+        _skip(p, name, [x for x in loops if not x[2]] + [(f"{step.iter}.v", None, True)],
+              rule)
+        return p
+    at = _fuse(p, name, spatial)
+    p.add(AnnotationStep(name, at, "parallel"))
+    p.add(ComputeAtStep(rf, name, at))
+    p.role[name] = "parallel"
+    p.rules.append(f"{name}: {rule}")
     return p
 
 
@@ -256,7 +321,10 @@ def fusable_consumer(p: PartialSketch, op):
 
 
 def split_loop(p: PartialSketch, stage: str, name: str, extent: int, parts: int) -> int:
-    return p.add(SplitStep(stage, name, extent, (None,) * (parts - 1)))
+    """Split loop ``name`` of ``stage`` into ``parts`` loops of open lengths; the step."""
+    i = p.add(SplitStep(stage, name, extent, (None,) * (parts - 1)))
+    p.splits[(stage, f"{name}.{parts - 1}")] = i
+    return i
 
 
 def _tile(p: PartialSketch, op) -> PartialSketch:
@@ -318,62 +386,99 @@ def _cache_write_and_tile(p: PartialSketch, op) -> PartialSketch:
 def _finish(p: PartialSketch, budget: CPUBudget) -> Sketch:
     """Add the annotation steps: parallel outer loops, unroll pragma, vectorize; a split
     whose innermost level is vectorized draws it as a multiple of the vector lanes
-    (:attr:`Sketch.vector_lanes`), and each multi-level tiling keeps its innermost tile
-    within ``budget`` (:func:`_tile_limits`)."""
+    (:attr:`Sketch.vector_lanes`), each multi-level tiling keeps its innermost tile
+    within ``budget`` (:func:`_tile_limits`), and its unroll pragma unrolls at most
+    :data:`MAX_UNROLLED_VECTORS` vector statements (:attr:`Sketch.unroll_limits`)."""
     lanes = budget.lanes
-    vector_lanes = {}
+    vector_lanes, unroll_limits = {}, []
     for stage, outer, inner in p.annotations:
-        _parallel(p, stage, outer, pragma=True)
+        pragma = _parallel(p, stage, outer, pragma=True)
         for name in inner:
             p.add(AnnotationStep(stage, name, "vectorize"))
             split = _innermost_split(p, stage, name)
-            if split is not None:
-                vector_lanes[p.follows.get(split, split)] = lanes
+            if split is None:
+                continue
+            source = p.follows.get(split, split)
+            vector_lanes[source] = lanes
+            if pragma is not None:
+                unroll_limits.append((pragma, source, lanes, MAX_UNROLLED_VECTORS))
     for stage, role in p.role.items():
-        if role != "skip":
-            continue
-        spatial = [(n, e) for n, e, r in p.loops[stage] if not r]
-        vectorize = (len(spatial) > 1 and spatial[-1][1] <= MAX_VECTORIZE_EXTENT
-                     and len(spatial) == len(p.loops[stage]))
-        outer = [n for n, _ in spatial[:-1]] if vectorize else [n for n, _ in spatial]
-        _parallel(p, stage, outer, pragma=False)
-        if vectorize:
-            p.add(AnnotationStep(stage, spatial[-1][0], "vectorize"))
-    return Sketch(p.steps, p.follows, p.rules, limits=_tile_limits(p, budget),
-                  vector_lanes=vector_lanes)
+        if role == "skip":
+            vector_lanes.update(_annotate_skipped(p, stage, lanes))
+    limits, floors = _tile_limits(p, budget, vector_lanes)
+    return Sketch(p.steps, p.follows, p.rules, limits=limits, vector_lanes=vector_lanes,
+                  unroll_limits=unroll_limits, floors=floors)
 
 
-def _tile_limits(p: PartialSketch, budget: CPUBudget) -> list:
-    """The limits of every stage tiled ``S0 S1 S2 S3`` (its spatial splits in four): the
-    product of its ``S3`` lengths at most ``budget.register_tile``, of its ``S2 S3``
-    lengths at most ``budget.cache_tile``."""
+def _annotate_skipped(p: PartialSketch, stage: str, lanes: int) -> dict[int, int]:
+    """Parallel outer loops and a vectorized last loop for a skipped stage: its last loop
+    as it is when at most :data:`MAX_VECTORIZE_EXTENT` long, else split in two, the inner
+    part (whole vectors of ``lanes``) vectorized, the outer one fused into the parallel
+    loop; a stage with a reduction loop runs its spatial loops in parallel only. Returns
+    the ``vector_lanes`` of the split it adds."""
+    loops = p.loops[stage]
+    spatial = [(n, e) for n, e, r in loops if not r]
+    names = [n for n, _ in spatial]
+    if not spatial or len(spatial) < len(loops):
+        _parallel(p, stage, names, pragma=False)
+        return {}
+    last, extent = spatial[-1]
+    if extent > MAX_VECTORIZE_EXTENT and extent % lanes == 0:
+        split = split_loop(p, stage, last, extent, 2)
+        _parallel(p, stage, [*names[:-1], f"{last}.0"], pragma=False)
+        p.add(AnnotationStep(stage, f"{last}.1", "vectorize"))
+        return {split: lanes}
+    if len(spatial) > 1 and extent <= MAX_VECTORIZE_EXTENT:
+        _parallel(p, stage, names[:-1], pragma=False)
+        p.add(AnnotationStep(stage, last, "vectorize"))
+    else:
+        _parallel(p, stage, names, pragma=False)
+    return {}
+
+
+def _tile_limits(p: PartialSketch, budget: CPUBudget, vector_lanes: dict[int, int]
+                 ) -> tuple[list, list]:
+    """The limits and floors of every stage tiled ``S0 S1 S2 S3`` (its spatial splits in
+    four): its ``S3`` tile (the vectorized length in whole vectors, ``vector_lanes``) at
+    most ``budget.register_tile`` vector registers, its ``S2 S3`` tile at most
+    ``budget.cache_tile`` elements; filled (the floors), its ``S3`` tile at least half the
+    registers (the hand schedules' register block of vector accumulators) and its ``S0``
+    product (the parallel loop) ``budget.cores``."""
     by_stage: dict[str, list[int]] = {}
     for i, s in enumerate(p.steps):
         if isinstance(s, SplitStep) and len(s.lengths) == 3 and i not in p.follows:
             by_stage.setdefault(s.stage, []).append(i)
-    limits = []
+    limits, floors = [], []
     for splits in by_stage.values():
-        limits.append((tuple((i, 3) for i in splits), budget.register_tile))
+        registers = tuple((i, 3, vector_lanes[i]) if i in vector_lanes else (i, 3)
+                          for i in splits)
+        limits.append((registers, budget.register_tile))
         limits.append((tuple((i, k) for i in splits for k in (2, 3)), budget.cache_tile))
-    return limits
+        floors.append((registers, budget.register_tile // 2))
+        floors.append((tuple((i, 0) for i in splits), budget.cores))
+    return limits, floors
 
 
 def _innermost_split(p: PartialSketch, stage: str, loop: str) -> int | None:
-    """The split step of ``stage`` whose innermost level is ``loop``, or None."""
-    return next((i for i, s in enumerate(p.steps) if isinstance(s, SplitStep)
-                 and s.stage == stage and loop == f"{s.iter}.{len(s.lengths)}"), None)
+    """The split step whose innermost level is ``stage``'s loop ``loop``, or None."""
+    return p.splits.get((stage, loop))
 
 
-def _parallel(p: PartialSketch, stage: str, outer: list[str], pragma: bool) -> None:
+def _parallel(p: PartialSketch, stage: str, outer: list[str], pragma: bool) -> int | None:
     """Fuse the loops ``outer`` of ``stage``, run the result in parallel and, with
-    ``pragma``, put an open ``auto_unroll_max_step`` on it."""
+    ``pragma``, put an open ``auto_unroll_max_step`` on it; the pragma's step, if any."""
     if not outer:
-        return
-    name = outer[0]
-    if len(outer) > 1:
-        fuse = FuseStep(stage, tuple(outer))
-        p.add(fuse)
-        name = fuse.fused_name
+        return None
+    name = _fuse(p, stage, outer)
     p.add(AnnotationStep(stage, name, "parallel"))
-    if pragma:
-        p.add(PragmaStep(stage, name, None))
+    return p.add(PragmaStep(stage, name, None)) if pragma else None
+
+
+def _fuse(p: PartialSketch, stage: str, loops: list[str]) -> str:
+    """Fuse the adjacent ``loops`` of ``stage`` (one loop stays as it is); the loop's
+    name."""
+    if len(loops) == 1:
+        return loops[0]
+    fuse = FuseStep(stage, tuple(loops))
+    p.add(fuse)
+    return fuse.fused_name

@@ -19,16 +19,26 @@ from kiln.errors import ScheduleError
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir import stmt as S
+from kiln.ir.functor import rebuild
 from kiln.tir.instrument_bound_checkers import CHECK_INDEX
 from kiln.tir.op import EXTERN_CALL, PACKED_CALL, PURE_EXTERN_CALL, STACK_ARRAY, STACK_SHAPE
 
 from .c_alloc import write_heap_allocate
 from .c_bound_check import render_check_index
+from .c_masked import masked_load, write_masked_store
 from .c_packed_call import IMPORT_C, extern_call_text, nested_call_error, write_packed_call
 from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
 from .import_llvm import IMPORT_LLVM, llvm_ir_to_c
 
 _STACK_LIMIT_BYTES = 64 * 1024
+
+#: intrinsics that are one C operator between their two arguments
+_BINARY_INTRINSICS = {"shift_left": "<<", "shift_right": ">>", "bitwise_and": "&",
+                      "bitwise_or": "|", "bitwise_xor": "^"}
+
+#: the pragma of a parallel loop that forks only when its value holds at run time
+#: (``s[T].pragma(axis, "parallel_if", condition)``; :meth:`CSourceWriter._parallel_if`)
+PARALLEL_IF = "pragma_parallel_if"
 
 #: OpenMP schedule of parallel loops. ``guided`` hands out chunks that start at 1/threads of
 #: the loop and halve, so a core that lags (a busy neighbour on a VM) leaves its rest to the
@@ -341,6 +351,8 @@ class CSourceWriter:
         if dt.lanes(e.dtype) == 1:
             return f"{buf}[{self.expr(e.index)}]"
         idx = e.index
+        if e.predicate is not None:
+            return masked_load(self, e, buf)
         if self.load_mask is not None:
             return self._masked_gather(e, buf)
         if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.IntImm) and idx.stride.value == 1:
@@ -390,6 +402,10 @@ class CSourceWriter:
             return f"({c} ? {a} : {b})"
         if op == "likely":
             return f"__builtin_expect(!!({self.expr(args[0])}), 1)"
+        if op == "tvm_address_of":
+            return f"(&({self.expr(args[0])}))"
+        if op == "prefetch":  # (address, rw, locality, cache type): GCC takes the first three
+            return f"__builtin_prefetch({', '.join(self.expr(a) for a in args[:3])})"
         if op == "sigmoid":
             x = self.expr(args[0])
             one = "1.0f" if e.dtype == "float32" else "1.0"
@@ -400,9 +416,10 @@ class CSourceWriter:
         if op == "isnan":
             x = self.expr(args[0])
             return f"({x} != {x})"
-        if op in ("shift_left", "shift_right"):
-            sym = "<<" if op == "shift_left" else ">>"
-            return f"({self.expr(args[0])} {sym} {self.expr(args[1])})"
+        if op in _BINARY_INTRINSICS:
+            return f"({self.expr(args[0])} {_BINARY_INTRINSICS[op]} {self.expr(args[1])})"
+        if op == "bitwise_not":
+            return f"(~{self.expr(args[0])})"
         if op in _MATH:
             return self._math(op, e.dtype, [self.expr(a) for a in args])
         raise NotImplementedError(f"C codegen: intrinsic '{op}' is not supported")
@@ -502,7 +519,25 @@ class CSourceWriter:
         elif s.attr_key == IMPORT_LLVM:  # LLVM IR, compiled to assembly and pasted once
             if s.value.value not in self.helpers:
                 self.helpers[s.value.value] = llvm_ir_to_c(s.value.value)
+        elif s.attr_key == PARALLEL_IF and self._forks(s.body):
+            self._parallel_if(s.value, s.body)
+            return
         self.stmt(s.body)
+
+    def _forks(self, s: S.Stmt) -> bool:
+        """Whether ``s`` is a loop that becomes an OpenMP ``parallel for``."""
+        return isinstance(s, S.For) and s.kind == S.ForKind.PARALLEL and self.in_parallel == 0
+
+    def _parallel_if(self, condition: E.PrimExpr, loop: S.For) -> None:
+        """``pragma_parallel_if``: the parallel ``loop`` forks the threads only when
+        ``condition`` holds at run time, else it runs in the calling thread. A plain C ``if``
+        around two copies of the loop: OpenMP's ``if`` clause still enters the runtime
+        (about a microsecond per region, even on one thread)."""
+        self.emit(f"if ({self.expr(condition)}) {{")
+        self._nested(loop)
+        self.emit("} else {")
+        self._nested(rebuild(loop, kind=S.ForKind.SERIAL))
+        self.emit("}")
 
     def s_Store(self, s: S.Store):
         buf = self.names.get(s.buffer_var)
@@ -512,6 +547,9 @@ class CSourceWriter:
             self.emit(f"{buf}[{self.expr(s.index)}] = {value};")
             return
         idx = s.index
+        if s.predicate is not None:
+            write_masked_store(self, s, buf, value)
+            return
         name = vector_name(s.value.dtype)
         self.need_vector(s.value.dtype)
         if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.IntImm) and idx.stride.value == 1:

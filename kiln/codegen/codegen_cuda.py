@@ -152,6 +152,8 @@ class CUDASourceWriter(CSourceWriter):
                 self.emit("__syncthreads();")
                 self._synced = True
             return
+        if isinstance(v, E.Call) and v.op == "prefetch":  # a CPU cache hint: none on a GPU
+            return
         super().s_Evaluate(s)
 
     def s_AssertStmt(self, s):

@@ -35,6 +35,7 @@ from kiln.te.schedule import Schedule
 from kiln.te.schedule_ops import schedule_to_stmt
 from kiln.te.tensorize import tensorize_stages
 from kiln.tir.dispatch_remainder import dispatch_remainder
+from kiln.tir.inject_prefetch import inject_prefetch
 from kiln.tir.inject_virtual_thread import inject_virtual_thread
 from kiln.tir.instrument_bound_checkers import instrument_bound_checkers
 from kiln.tir.loop_partition import loop_partition, partition_const_loop_option
@@ -190,6 +191,7 @@ LOWER_PHASES: tuple[Phase, ...] = (
         _body("unify_thread_extents", unify_thread_extents),
     ), number=0),
     Phase("flatten", "tensors → flat buffers", (
+        _body("inject_prefetch", inject_prefetch),
         Pass("storage_flatten", _storage_flatten, module="kiln.tir.storage_flatten"),
         _body("simplify", simplify),
     ), number=1),

@@ -135,20 +135,28 @@ class PrimExpr(Node):
     def __ne__(self, other):
         return _equality(NE, self, other)
 
+    # ``&``, ``|``, ``^``, ``~`` are bitwise as in TVM: on conditions (bool, one bit) they
+    # are the logical operators, on integers the bit operations, on floats an error
     def __and__(self, other):
-        return _op.logical_and(self, other)
+        return _op.bitwise_and(self, other)
 
     def __rand__(self, other):
-        return _op.logical_and(other, self)
+        return _op.bitwise_and(other, self)
 
     def __or__(self, other):
-        return _op.logical_or(self, other)
+        return _op.bitwise_or(self, other)
 
     def __ror__(self, other):
-        return _op.logical_or(other, self)
+        return _op.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return _op.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return _op.bitwise_xor(other, self)
 
     def __invert__(self):
-        return _op.logical_not(self)
+        return _op.bitwise_not(self)
 
     def __hash__(self):
         return id(self)

@@ -17,6 +17,7 @@ _OPAQUE = (IterVar, CommReducer)
 # What a field holding IR is, for the visitor and the mutator (a tuple of types is checked
 # faster than a union).
 _VISITED = (Node, tuple, list)
+_SEQUENCES = (tuple, list)
 _MUTATED = (Node, tuple)
 
 
@@ -134,19 +135,23 @@ def substitute(node, vmap: dict[Var, PrimExpr]):
     return _Substituter(vmap).visit(node)
 
 
-class _FnVisitor(Visitor):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        self.fn(node)
-
-
 def post_order_visit(node, fn: Callable[[Node], None]) -> None:
-    """Call ``fn`` on every node under ``node``, children first."""
-    _FnVisitor(fn).visit(node)
+    """Call ``fn`` on every node under ``node``, children first: the nodes a
+    :class:`Visitor` walks, in its order (a node reached twice is called twice). One
+    function call per node, not a visitor's dispatch (the lowering passes call this on
+    every expression they collect variables or reads from)."""
+    def walk(n) -> None:
+        if isinstance(n, _SEQUENCES):
+            for x in n:
+                walk(x)
+        elif isinstance(n, Node) and not isinstance(n, _OPAQUE):
+            for f in n._fields:
+                v = getattr(n, f)
+                if isinstance(v, _VISITED):
+                    walk(v)
+            fn(n)
+
+    walk(node)
 
 
 def collect_vars(node) -> set[Var]:

@@ -373,6 +373,55 @@ def logical_not(a) -> PrimExpr:
     return Not(a)
 
 
+#: Python's operator of each bitwise intrinsic (constant folding, error messages)
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+
+
+def _bitwise(op: str, a, b) -> PrimExpr:
+    """``a op b`` bit by bit (TVM's ``bitwise_and``/``or``/``xor``): on two conditions the
+    logical operator (a bool is one bit, as in TVM), on integers the intrinsic ``op``
+    (folded when both are constants); floats have no bits to combine."""
+    a, b = match_types(a, b)
+    if dt.is_float(a.dtype):
+        raise TypeError(f"float type does not support {_BITWISE[op]} operation "
+                        f"({op} of {a.dtype})")
+    if dt.is_bool(a.dtype):
+        return {"bitwise_and": logical_and, "bitwise_or": logical_or}.get(
+            op, lambda x, y: compare(NE, x, y))(a, b)
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        folded = {"bitwise_and": a.value & b.value, "bitwise_or": a.value | b.value,
+                  "bitwise_xor": a.value ^ b.value}[op]
+        return make_const(folded, a.dtype)
+    return Call(a.dtype, op, [a, b])
+
+
+def bitwise_and(a, b) -> PrimExpr:
+    """``a & b`` bit by bit (``tvm.tir.bitwise_and``; on conditions, logical and)."""
+    return _bitwise("bitwise_and", a, b)
+
+
+def bitwise_or(a, b) -> PrimExpr:
+    """``a | b`` bit by bit (``tvm.tir.bitwise_or``; on conditions, logical or)."""
+    return _bitwise("bitwise_or", a, b)
+
+
+def bitwise_xor(a, b) -> PrimExpr:
+    """``a ^ b`` bit by bit (``tvm.tir.bitwise_xor``; on conditions, inequality)."""
+    return _bitwise("bitwise_xor", a, b)
+
+
+def bitwise_not(a) -> PrimExpr:
+    """``~a`` bit by bit (``tvm.tir.bitwise_not``; on a condition, logical not)."""
+    a = convert(a)
+    if dt.is_float(a.dtype):
+        raise TypeError(f"float type does not support ~ operation (bitwise_not of {a.dtype})")
+    if dt.is_bool(a.dtype):
+        return logical_not(a)
+    if isinstance(a, IntImm):
+        return make_const(~a.value, a.dtype)
+    return Call(a.dtype, "bitwise_not", [a])
+
+
 # ---------------------------------------------------------------------------------------
 # Casts and intrinsic calls
 # ---------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@ layout, layout-agnostic operators carried in it, ``layout_transform`` only at bo
 
 What the pass guarantees:
 
-* every float32 3x3 stride-1 ``conv2d`` of a constant batch where ``topi.nn.winograd_tile``
-  says Winograd pays (the batch counts: its images share the tiles' batched product)
+* every float32 3x3 stride-1 ``conv2d`` where ``topi.nn.winograd_tile`` says Winograd
+  pays (a constant batch counts: its images share the tiles' batched product; a symbolic
+  one counts as one image, the row block of its kernels)
   becomes ``conv2d_winograd_NCHWc`` (its weights transformed here, at compile time, to
   ``[m+2, m+2, O/ob, I, ob]``; ``WINOGRAD = False`` turns this off);
 * every other ``conv2d`` with constant weights and ``groups == 1`` becomes ``conv2d_NCHWc``, and
@@ -29,8 +30,8 @@ What the pass guarantees:
   the inputs' blocks that divides every input's channels;
 * every float32 ``dense`` with a constant 2-D weight ``[N, K]`` becomes ``dense_pack``
   (``topi.x86.dense_pack``): its weight packed here, at compile time, to
-  ``[ceil(N/nb), K, nb]`` (``nb``: two SIMD registers of float32 of the target CPU,
-  ``topi.x86.packed_dense.dense_pack_block``; the last panel padded with zeros), once per
+  ``[ceil(N/nb), K, nb]`` (``nb``: four or two SIMD registers of float32 of the target
+  CPU, ``topi.x86.packed_dense.dense_pack_block``; the last panel padded with zeros), once per
   weight constant however many dense layers share it; except a dense over a constant
   number of rows below one register block (``dense_pack_rows``, a classifier's single
   row), which keeps ``dense`` (its schedule splits the reduction across vector lanes:
@@ -55,6 +56,7 @@ from kiln.topi.nn.winograd import winograd_tile, winograd_weight_transform
 from kiln.topi.x86.packed_dense import dense_pack_block, dense_pack_rows, pack_dense_weight
 
 from .bf16_layout import BF16_RULES
+from .const_memo import memo_transform
 from .graph import Graph, Node, call, const
 from .op import np_layout_transform
 from .qnn_layout import QNN_RULES
@@ -173,15 +175,17 @@ WINOGRAD = True
 
 
 def _winograd_tile(n: Node, w: Node) -> int | None:
-    """F(m x m, 3 x 3)'s ``m`` for a float32 3x3 stride-1 undilated convolution of a constant
-    batch (folded into ``conv2d_winograd_NCHWc``'s tiles) where it pays, else None."""
+    """F(m x m, 3 x 3)'s ``m`` for a float32 3x3 stride-1 undilated convolution (a constant
+    batch folded into ``conv2d_winograd_NCHWc``'s tiles; a symbolic one chosen for one image,
+    the row block its kernels run on, :mod:`kiln.relay.row_blocks`) where it pays, else
+    None."""
     a = n.attrs
-    if not WINOGRAD or not isinstance(n.shape[0], int) or w.shape[2:] != (3, 3) \
-            or n.dtype != "float32":
+    if not WINOGRAD or w.shape[2:] != (3, 3) or n.dtype != "float32":
         return None
     if tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1):
         return None
-    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0], batch=n.shape[0])
+    batch = n.shape[0] if isinstance(n.shape[0], int) else 1
+    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0], batch=batch)
 
 
 def _conv(p: _Packer, n: Node) -> bool:
@@ -196,7 +200,7 @@ def _conv(p: _Packer, n: Node) -> bool:
     if m:
         ib = p.blk(x) or channel_block(c)
         ob = channel_block(oc)
-        u = winograd_weight_transform(w.value, m, ob)
+        u = memo_transform(winograd_weight_transform, w.value, m=m, ob=ob)
         wp = const(u, f"{w.name}_winograd{m}_{ob}o")
         y = call("conv2d_winograd_NCHWc", [p.get(x, ib), wp], name=n.name,
                  padding=a["padding"], tile=m)

@@ -17,8 +17,10 @@ What the rules guarantee (run by :func:`kiln.relay.alter_layout.alter_op_layout`
   transpose and no separate ``layout_transform``;
 * ``bf16_round`` runs in the layout of its input (elementwise), so a bf16 activation is
   stored blocked; the float32 operators between convolutions already follow their blocked
-  inputs (:mod:`.alter_layout`). Other bf16 convolutions (im2col: strided, 1x1) still
-  write NCHW.
+  inputs (:mod:`.alter_layout`). Every stride and kernel runs direct, 1x1 and strided
+  layers too (their input split into planes by the packing copy); only convolutions whose
+  channels do not fit the blocks (input channels not a multiple of 32, output channels not
+  of 16: im2col) still write NCHW.
 
 The values are unchanged, bit for bit: only where each value is stored changes.
 """

@@ -8,7 +8,7 @@
   its shape and strides select (``kiln.topi.x86.bf16.pack_conv2d_weight``: direct or
   im2col);
 * ``dense_bf16(x, weight_bits[, bias], units)``: ``[M, K]`` float32 in, ``[M, units]`` out,
-  the weight packed by ``kiln.topi.x86.bf16.pack_dense_weight``;
+  the weight packed by ``kiln.topi.x86.dense_bf16.pack_dense_weight``;
 * ``bf16_round(x)``: float32 ``x`` rounded to bf16 (to nearest even), as its bits
   (``uint16``); elementwise, so it fuses into the tail of the kernel computing ``x``.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from kiln import te
-from kiln.topi.x86 import bf16
+from kiln.topi.x86 import bf16, dense_bf16
 from kiln.topi.x86.bf16_intrin import round_to_bf16
 
 
@@ -47,7 +47,7 @@ def conv2d(ts: list[te.Tensor], a: dict) -> te.Tensor:
 
 def dense(ts: list[te.Tensor], a: dict) -> te.Tensor:
     """The ``dense_bf16`` compute."""
-    return bf16.dense_bf16(ts[0], ts[1], _bias(ts), a["units"])
+    return dense_bf16.dense_bf16(ts[0], ts[1], _bias(ts), a["units"])
 
 
 def bf16_round(ts: list[te.Tensor], a: dict) -> te.Tensor:

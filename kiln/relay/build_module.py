@@ -26,7 +26,7 @@ from .execution_plan import execution_plan
 from .graph import Graph, Module
 from .head_layout import fold_head_transpose
 from .horizontal_fusion import Kernel, horizontal_fusion, is_enabled
-from .kernel_cache import CompiledKernel, build_kernels
+from .kernel_cache import CompiledKernel, build_kernels, cached_group_work
 from .mixed_precision import apply_configured, precision_context
 from .quantize import fake_quantization_to_integer
 from .row_blocks import RowBlocks, row_blocks
@@ -98,7 +98,8 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
     views = T.view_groups(groups, g) if static else {}  # reshapes that need no kernel
     groups = [grp for grp in groups if grp.output.uid not in views]
     if static and is_enabled(PassContext.current(), tgt):
-        groups = horizontal_fusion(groups, views, tgt)  # fused and horizontal groups
+        # fused and horizontal groups; the groups' work cached under their kernel keys
+        groups = horizontal_fusion(groups, views, tgt, cached_group_work(tgt))
     names = [_kernel_name(k, grp) for k, grp in enumerate(groups)]
     rows: dict[str, RowBlocks] = {}  # a group over a symbolic leading dim: row kernels
     with tgt:  # the schedules size their blocks by the target's vectors or threads

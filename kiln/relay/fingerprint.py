@@ -38,7 +38,7 @@ def _canonical(value: Any) -> Any:
         return [_canonical(v) for v in value]
     if isinstance(value, np.ndarray):
         return ["ndarray", value.dtype.str, list(value.shape),
-                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()]
+                hashlib.sha256(np.ascontiguousarray(value).data).hexdigest()]
     if isinstance(value, np.generic):
         return ["scalar", value.dtype.str, value.item()]
     raise NotPlainData(type(value).__name__)

@@ -11,8 +11,9 @@ them to the dense layers (``topi.x86.packed_dense.HeadLayout``):
   elementwise or broadcast operators whose other operands are constants over the columns
   (the bias) or scalars, becomes ``e'(dense_pack(x, w, out_layout=((B, S, H, D), axes)))``:
   the dense stores its result in the heads' layout, its epilogue computed there (the
-  constants permuted alike). Applies when the head size is a multiple of the dense's panel
-  of columns and each tensor of the chain has no other user.
+  constants permuted alike). Applies when the head size is a multiple of a panel of
+  columns (the weight packed again into narrower panels where the head size is not a
+  multiple of the layout pass's) and each tensor of the chain has no other user.
 * ``dense_pack(reshape(transpose(y, axes), [M, K]), w)``, ``y`` 4-D, becomes
   ``dense_pack(y, w, data_layout=...)``: the dense reads the heads where they are.
 
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.topi.x86.packed_dense import HeadLayout
+from kiln.topi.x86 import lanes
+from kiln.topi.x86.packed_dense import HeadLayout, repack_dense_weight
 
 from .graph import Graph, Node, call, const
 from .op import BROADCAST, pattern
@@ -83,17 +85,35 @@ def _store_heads(n: Node, xs: list[Node], single_user) -> Node | None:
         return None  # (the users are those of the graph before: checked on its nodes)
     split = tuple(xs[0].shape)
     dense, epilogue = _epilogue_chain(xs[0].inputs[0], lambda _: True)
-    nb = dense.inputs[1].shape[2]
     if (tuple(dense.shape) != (split[0] * split[1], split[2] * split[3])
-            or "out_layout" in dense.attrs or split[3] % nb):
+            or "out_layout" in dense.attrs):
+        return None
+    weight = _panels_within_heads(dense, split[3])
+    if weight is None:
         return None
     layout = HeadLayout(split, axes)
-    out = call("dense_pack", list(dense.inputs), name=dense.name, **dense.attrs,
-               out_layout=layout.attr)
+    out = call("dense_pack", [dense.inputs[0], weight, *dense.inputs[2:]], name=dense.name,
+               **dense.attrs, out_layout=layout.attr)
     for e in epilogue:
         operands = [_permuted(x, layout) if x.is_const else out for x in e.inputs]
         out = call(e.op, operands, name=e.name, **e.attrs)
     return out
+
+
+def _panels_within_heads(dense: Node, head: int) -> Node | None:
+    """The packed weight of ``dense`` in panels that ``head`` columns hold a whole number
+    of: its own, else the widest narrower whole number of vectors (packed again); None
+    when none fits."""
+    weight = dense.inputs[1]
+    nb = weight.shape[2]
+    if head % nb == 0:
+        return weight
+    width = lanes(dense.dtype)
+    narrower = next((w for w in range(nb - width, 0, -width) if head % w == 0), None)
+    if narrower is None or not weight.is_const:
+        return None
+    return const(repack_dense_weight(weight.value, dense.attrs["units"], narrower),
+                 f"{weight.name}_as{narrower}")
 
 
 def _epilogue_chain(x: Node, single_user) -> tuple[Node, list[Node]] | None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kiln.autotvm.task.dispatcher import has_tuned_config
@@ -165,6 +165,13 @@ def group_work(group: Group) -> int | None:
     return work
 
 
+def _surely_large(group: Group) -> bool:
+    """Whether the group's output alone has :data:`PARALLEL_WORK` elements or more: its
+    work (at least one unit per output element, :func:`group_work`) is then not small,
+    known without building its compute."""
+    return math.prod(int(d) for d in group.output.shape) >= PARALLEL_WORK
+
+
 def _producers(groups: list[Group], views: dict[int, int]) -> dict[int, Group]:
     """Node uid -> the group writing it: a group's output, or a view of it (``views``,
     :func:`.transform.view_groups`: a reshape that reads the viewed tensor's storage)."""
@@ -186,18 +193,22 @@ def group_depths(groups: list[Group], views: dict[int, int] | None = None) -> di
 
 
 def horizontal_fusion(groups: list[Group], views: dict[int, int] | None = None,
-                      target: Target | None = None) -> list[Kernel]:
+                      target: Target | None = None,
+                      work_of: Callable[[Group], int | None] = group_work) -> list[Kernel]:
     """The kernels of ``groups`` (fused groups in a run order) on the CPU ``target``
     (``llvm`` when None): the small untuned groups of each depth fused into one
     :class:`HorizontalGroup` where there are two or more, in a run order. ``views``
     (:func:`.transform.view_groups`) are the reshapes the groups read that need no kernel: a
-    read of one is a read of the tensor it views."""
+    read of one is a read of the tensor it views. ``work_of`` is :func:`group_work` or a
+    cache of it (``relay.build``'s: :func:`.kernel_cache.cached_group_work`)."""
     views = views or {}
     target = target or Target("llvm")
     depth = group_depths(groups, views)
     small: dict[int, list[Branch]] = {}
     for g in groups:
-        work = group_work(g)
+        if _surely_large(g):
+            continue
+        work = work_of(g)
         if work is None or work >= PARALLEL_WORK:
             continue
         template = tuned_template(g, target)

@@ -23,13 +23,19 @@ What this module guarantees:
   compiled every time, their objects cached under their source only; so are they when a
   compute or schedule function of the strategy is not kiln's own (replaced in the process:
   a user's override, a test's monkeypatch).
+* Horizontal fusion's measure of a fused group, its work
+  (:func:`.horizontal_fusion.group_work`, which builds the group's te compute), is cached
+  under the group's key too (:func:`cached_group_work`): a cached rebuild builds no te
+  compute at all.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +46,8 @@ from kiln.autotvm.task.dispatcher import DispatchContext, FallbackContext
 from kiln.codegen.backend import backend_for
 from kiln.driver.build import target_phases
 from kiln.ir.transform import PassContext
-from kiln.runtime.compile_cache import CacheEntry, lookup_info
-from kiln.runtime.compiler import compile_jobs, compile_object, object_entry
+from kiln.runtime.compile_cache import CacheEntry, build, cache_entry, lookup_info
+from kiln.runtime.compiler import cache_dir, compile_jobs, compile_object, object_entry
 from kiln.runtime.module import Module
 from kiln.target import Target, current_cpu
 from kiln.topi.x86._common import num_threads
@@ -49,11 +55,12 @@ from kiln.topi.x86._common import num_threads
 from . import strategy
 from .fingerprint import NotPlainData, fingerprint
 from .graph import Node
-from .horizontal_fusion import Kernel
+from .horizontal_fusion import Kernel, group_work
 from .op import OPS
 from .strategy import Implementation, external_inputs, select_implementations
+from .transform import Group
 
-__all__ = ["CompiledKernel", "build_kernels", "kernel_key", "cache_enabled"]
+__all__ = ["CompiledKernel", "build_kernels", "cached_group_work", "kernel_key", "cache_enabled"]
 
 #: the functions of :mod:`.strategy` that choose a kernel's compute and schedule
 _STRATEGY_HOOKS = ("select_implementations", "select_implementation", "schedule_branches",
@@ -117,6 +124,27 @@ def build_kernels(kernels: list[Kernel], names: list[str], target: Target
             b.result()  # a compiler error propagates
     return backend.link([e for e, _ in records.values()], aliases,
                         [r["source"] for _, r in records.values()], names[0], target), compiled
+
+
+def cached_group_work(target: Target) -> Callable[[Group], int | None]:
+    """:func:`.horizontal_fusion.group_work` on ``target`` (under the current PassContext
+    and target), looked up in the cache under the group's key and recorded there when
+    computed; computed every time for a group that cannot be keyed."""
+    context = _context_key(target)
+
+    def work(group: Group) -> int | None:
+        key = kernel_key(group, context)
+        if key is None:
+            return group_work(group)
+        entry = cache_entry(cache_dir(), "kiln_work", key, ".txt")
+        info = lookup_info(entry)
+        if info is not None and "work" in info:
+            return info["work"]
+        value = group_work(group)
+        build(entry, lambda _, out: out.write_text(json.dumps(value)), {"work": value})
+        return value
+
+    return work
 
 
 def _cached_record(entry: CacheEntry | None, records: dict[str, tuple[CacheEntry, dict]]

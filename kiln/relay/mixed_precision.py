@@ -7,7 +7,8 @@ The pass rewrites
     conv2d(x, W[, bias])                   (groups == 1, W a constant)  -> conv2d_bf16
     dense(x, W[, bias]), matmul(x, W)      (x [..., K], W a constant)   -> dense_bf16
 
-where the reduction has at least :data:`MIN_REDUCTION` (1024; convolutions with a kernel
+where the reduction has at least :data:`MIN_REDUCTION` (1024; convolutions that run direct,
+``kiln.topi.x86.bf16.is_direct``, :data:`MIN_DIRECT_REDUCTION`, 64; others with a kernel
 larger than 1x1 :data:`MIN_SPATIAL_REDUCTION`, 576; dense layers
 :data:`MIN_DENSE_REDUCTION`, 768) terms and the shapes are static (the others stay
 float32), with ``W`` rounded to bf16 (to nearest even) and packed once, at compile time, in
@@ -33,8 +34,9 @@ from __future__ import annotations
 from kiln.errors import TVMError
 from kiln.ir.transform import PassContext
 from kiln.target import Target
-from kiln.topi.x86.bf16 import pack_conv2d_weight, pack_dense_weight
+from kiln.topi.x86.bf16 import is_direct, pack_conv2d_weight
 from kiln.topi.x86.bf16_intrin import check_bf16_cpu
+from kiln.topi.x86.dense_bf16 import pack_dense_weight
 
 from .graph import Graph, Node, call, const
 from .transform import rewrite
@@ -59,6 +61,13 @@ MIN_REDUCTION = 1024
 #: kernel). Pointwise layers keep :data:`MIN_REDUCTION` (MobileNetV2's 576- and 960-input
 #: projections: not measured)
 MIN_SPATIAL_REDUCTION = 576
+#: the same for convolutions that run direct (``kiln.topi.x86.bf16.is_direct``: input
+#: channels a multiple of 32, output channels of 16, any kernel and stride), which read and
+#: write the blocked layout with no im2col copy: ResNet's strided and pointwise layers too
+#: (CPU time of one thread, median of 7 interleaved runs at load average 11 to 16: ResNet-18
+#: 11.1 ms converting them from 64, 12.8 ms with the thresholds above; ResNet-50 24.2 ms
+#: against 43.4 ms, float32 70.2 ms)
+MIN_DIRECT_REDUCTION = 64
 #: the same for dense layers, whose only packing is rounding the ``M x K`` rows, next to
 #: ``M x N x K`` products, and no layout change (measured, one thread: a 2-layer BERT-base
 #: encoder, seq 128, took 28.6 ms converting only its 3072-input projections, 17.3 ms
@@ -92,14 +101,20 @@ def _conv2d(n: Node, xs: list[Node]) -> Node | None:
     if not w.is_const or w.value.ndim != 4 or a.get("groups", 1) != 1 \
             or a.get("depthwise_layout"):
         return None
-    spatial = w.shape[2:] != (1, 1)
-    if w.value[0].size < (MIN_SPATIAL_REDUCTION if spatial else MIN_REDUCTION):
+    if w.value[0].size < _min_reduction(w.shape, a["strides"]):
         return None
     packed = pack_conv2d_weight(w.value, a["strides"])
     return call("conv2d_bf16", [xs[0], const(packed, f"{n.name}_w_bf16"),
                                 *xs[2:]], name=n.name, kernel_size=tuple(w.shape[2:]),
                 channels=w.shape[0], strides=a["strides"], padding=a["padding"],
                 dilation=a["dilation"])
+
+
+def _min_reduction(weight_shape: tuple[int, ...], strides) -> int:
+    """The shortest reduction of an ``OIHW`` convolution weight converted to bf16."""
+    if is_direct(weight_shape, strides):
+        return MIN_DIRECT_REDUCTION
+    return MIN_SPATIAL_REDUCTION if weight_shape[2:] != (1, 1) else MIN_REDUCTION
 
 
 def _dense(n: Node, xs: list[Node]) -> Node | None:
@@ -133,26 +148,30 @@ def to_mixed_precision(graph: Graph, mixed_precision_type: str = "bfloat16") -> 
     return bf16_activations(rewrite(graph, fn))
 
 
+#: the bf16 operators that read their data (first input) as bf16 bits as well as float32
+BF16_DATA_READERS = ("conv2d_bf16", "dense_bf16")
+
+
 def _read_as_bf16_data_only(x: Node, readers: list[Node], outputs: set[int]) -> bool:
-    """Whether ``x`` (computed, float32, not a graph output) is read only by
-    ``conv2d_bf16`` operators, and by them only as their data."""
+    """Whether ``x`` (computed, float32, not a graph output) is read only by the operators
+    of :data:`BF16_DATA_READERS`, and by them only as their data."""
     return x.dtype == "float32" and not (x.is_const or x.is_input) and x.uid not in outputs \
-        and bool(readers) and all(r.op == "conv2d_bf16" and r.inputs[0] is x
+        and bool(readers) and all(r.op in BF16_DATA_READERS and r.inputs[0] is x
                                   and x not in r.inputs[1:] for r in readers)
 
 
 def bf16_activations(graph: Graph) -> Graph:
-    """``graph`` with each float32 tensor that only bf16 convolutions read as their data
-    rounded to bf16 once, by a ``bf16_round`` after its producer (fused into the producing
-    kernel's tail), and the convolutions reading the bf16 bits. They would have rounded it
-    to the same bits: results are unchanged, the tensor is stored and read at half the
-    bytes and rounded once."""
+    """``graph`` with each float32 tensor that only bf16 convolutions and dense layers read
+    as their data rounded to bf16 once, by a ``bf16_round`` after its producer (fused into
+    the producing kernel's tail), and those operators reading the bf16 bits. They would have
+    rounded it to the same bits: results are unchanged, the tensor is stored and read at
+    half the bytes and rounded once."""
     users = graph.users()
     outputs = {o.uid for o in graph.outputs}
     rounded: dict[int, Node] = {}
 
     def fn(n: Node, xs: list[Node]) -> Node | None:
-        x = n.inputs[0] if n.op == "conv2d_bf16" else None
+        x = n.inputs[0] if n.op in BF16_DATA_READERS else None
         if x is None or not _read_as_bf16_data_only(x, users.get(x.uid, []), outputs):
             return None
         if x.uid not in rounded:

@@ -11,6 +11,7 @@ import numpy as np
 
 from kiln.runtime.graph_executor import plan_storages
 
+from .const_memo import memo_transform
 from .graph import Graph, Node, call, const
 from .op import BROADCAST, INJECTIVE, OPS, OUT_ELEMWISE_FUSABLE, PATTERN_NAMES, pattern
 
@@ -44,7 +45,7 @@ def bind_params(graph: Graph, params: dict | None) -> Graph:
             if tuple(v.shape) != tuple(n.shape):
                 raise ValueError(f"param {n.name!r}: shape {v.shape} does not match the "
                                  f"graph's {n.shape}")
-            c = const(v.astype(n.dtype), n.name)
+            c = const(v.astype(n.dtype, copy=False), n.name)  # const copies
             c.attrs["param"] = True
             return c
         return None
@@ -87,11 +88,9 @@ def fold_batch_norm(graph: Graph) -> Graph:
             return None
         scale = s.value.reshape(oc).astype(np.float64)
         w = c.inputs[1].value
-        if c.attrs.get("depthwise_layout"):
-            w2 = w * scale.reshape(w.shape[0], w.shape[1], 1, 1)
-        else:
-            w2 = w * scale.reshape(-1, 1, 1, 1)
-        ins = [c.inputs[0], const(w2.astype(w.dtype), f"{c.inputs[1].name}_bnfold")]
+        w2 = memo_transform(_scale_weight, w, s.value,
+                            depthwise=bool(c.attrs.get("depthwise_layout")))
+        ins = [c.inputs[0], const(w2, f"{c.inputs[1].name}_bnfold")]
         if len(c.inputs) > 2:
             if not c.inputs[2].is_const:
                 return None
@@ -99,6 +98,13 @@ def fold_batch_norm(graph: Graph) -> Graph:
         return call("conv2d", ins, name=c.name, **c.attrs)
 
     return rewrite(graph, fn)
+
+
+def _scale_weight(w: np.ndarray, scale: np.ndarray, depthwise: bool) -> np.ndarray:
+    """Convolution weight ``w`` times a per-output-channel ``scale`` (computed in float64,
+    returned in ``w``'s dtype); ``depthwise``: ``w`` in topi's depthwise layout."""
+    per_channel = (*w.shape[:2], 1, 1) if depthwise else (-1, 1, 1, 1)
+    return (w * scale.astype(np.float64).reshape(per_channel)).astype(w.dtype)
 
 
 def depthwise_layout(graph: Graph) -> Graph:

@@ -18,6 +18,7 @@ from kiln.ir.structural import structural_equal, structural_hash
 
 from .relations import leaf_values, pass_down, pass_up
 from .schedule import Schedule, Stage
+from .split_tail import pad_axes, pad_value
 from .tensor import PlaceholderOp
 
 
@@ -208,6 +209,8 @@ def _consumer_root_intervals(c: Stage, ranges: dict[IterVar, Range],
                              analyzer: Analyzer) -> dict[Var, IntervalSet]:
     """Interval of each root axis of consumer ``c`` seen from the producer's attach point."""
     values = pass_up(c, ranges, leaf_values(c, ranges))
+    for iv in pad_axes(c):  # the padding reads at a clamped value (kiln.te.split_tail)
+        values[iv] = pad_value(values[iv], ranges[iv], iv.dom, analyzer.can_prove)
     out: dict[Var, IntervalSet] = {}
     for iv in c.op.root_iter_vars():
         value = values[iv]

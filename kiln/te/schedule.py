@@ -65,6 +65,9 @@ class IterVarAttr:
     bind_thread: IterVar | None = None
     pragmas: list[tuple[str, PrimExpr]] = field(default_factory=list)
     tensor_intrin: TensorIntrin | None = None  # this loop and those inside it are replaced
+    #: tensors prefetched at the top of this loop's body, each for iteration ``loop + offset``
+    prefetch_data: list[Tensor] = field(default_factory=list)
+    prefetch_offset: list[PrimExpr] = field(default_factory=list)
 
 
 _KIND_NAMES = {"parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}
@@ -499,8 +502,45 @@ class Stage:
     def double_buffer_(self) -> None:
         self.double_buffer = True
 
-    def prefetch(self, tensor, var, offset) -> None:
-        raise NotImplementedError("prefetch is not implemented in kiln yet")
+    def prefetch(self, tensor: Tensor, var: IterVar, offset) -> None:
+        """Inside loop ``var``, prefetch the region of ``tensor`` that iteration
+        ``var + offset`` reads (kiln/tir/inject_prefetch.py: one ``prefetch`` call per cache
+        line; results never change). ``tensor`` is read by this stage or by a stage
+        computed at its loops (``compute_at``).
+
+        Before:: for (k.outer, 0, 7) { for (k.inner, 0, 16) { C[i] = C[i] + A[i, ...] } }
+        ``s[C].prefetch(A, ko, 1)``
+        After::  for (k.outer, 0, 7) {
+                   // attr [A] prefetch_scope = 1
+                   for (k.inner, 0, 16) { ... } }
+        and after the ``inject_prefetch`` pass::
+                 for (k.outer, 0, 7) {
+                   if ((k.outer < 6)) {
+                     prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)]), 0, 3, 1) }
+                   for (k.inner, 0, 16) { ... } }
+        """
+        self._check_leaf(var, "prefetch")
+        reads = self._tensors_read_inside()
+        if not isinstance(tensor, Tensor) or tensor not in reads:
+            names = ", ".join(dict.fromkeys(t.name for t in reads)) or "no tensor"
+            raise ScheduleError(
+                f"prefetch on stage '{self.name}': '{getattr(tensor, 'name', tensor)}' is not "
+                f"read by this stage or a stage computed at its loops (they read {names})")
+        attr = self._attr(var)
+        attr.prefetch_data.append(tensor)
+        attr.prefetch_offset.append(convert(offset))
+
+    def _tensors_read_inside(self) -> list[Tensor]:
+        """The tensors this stage reads, and those the stages computed at its loops
+        (``compute_at``, at any depth) read."""
+        reads = list(self.op.input_tensors)
+        for st in self.schedule.stages:
+            parent = st.attach_stage if st.attach_type == "scope" else None
+            while parent is not None and parent is not self:
+                parent = parent.attach_stage if parent.attach_type == "scope" else None
+            if parent is self:
+                reads.extend(st.op.input_tensors)
+        return reads
 
     def tensorize(self, var: IterVar, intrin: TensorIntrin) -> None:
         """Replace loop ``var`` and the loops inside it by the tensor intrinsic ``intrin``

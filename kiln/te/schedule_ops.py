@@ -24,7 +24,7 @@ from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call, IntImm, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var
 from kiln.ir.functor import Mutator, substitute
-from kiln.ir.op import cast, emin, logical_and
+from kiln.ir.op import cast, logical_and
 from kiln.ir.stmt import (
     AttrStmt,
     For,
@@ -36,6 +36,7 @@ from kiln.ir.stmt import (
     Stmt,
     seq,
 )
+from kiln.tir.inject_prefetch import PREFETCH_SCOPE
 
 from .bound import compute_stages
 from .relations import leaf_values, pass_up, split_factor
@@ -45,6 +46,7 @@ from .split_tail import (
     guard_group,
     loop_annotations,
     pad_axes,
+    pad_value,
     padded_ranges,
     shift_splits,
 )
@@ -100,7 +102,7 @@ class _Builder:
         if st.op not in self.bodies:
             return [Range.from_min_extent(0, extent) for extent in t.shape]
         if pad_axes(st):
-            return padded_ranges(st, self.ranges, lambda rel: split_factor(rel, self.ranges))
+            return padded_ranges(st, self.ranges)
         return [self.ranges[iv] for iv in st.op.axis]
 
     # ---- one stage ------------------------------------------------------------------------
@@ -141,8 +143,8 @@ class _Builder:
         if shift_inwards:
             unchecked.update(rel.parent for rel in shift_splits(st))
         for iv in pad_axes(st):  # the padding computes the last element's value again
-            r = self.ranges[iv]
-            root_vmap[iv.var] = emin(values[iv], r.min + r.extent - 1)
+            root_vmap[iv.var] = pad_value(values[iv], self.ranges[iv], iv.dom,
+                                          self.analyzer.can_prove)
         indices = [values[iv] for iv in op.axis]
         is_reduce = isinstance(body_exprs[0], Reduce)
         leaves = st.leaf_iter_vars
@@ -275,14 +277,19 @@ _GUARD_GROUPS = (None, "guard", "partition", "predicate", "dispatch")
 
 def make_loop(st: Stage, iv: IterVar, extent: PrimExpr, body: Stmt) -> Stmt:
     """The loop of leaf ``iv`` of stage ``st`` around ``body``: a ``For`` of the kind its
-    annotation says, under its pragmas, or the thread extent of the GPU thread it is bound
-    to (``iv`` replaced by the thread index in ``body``)."""
+    annotation says, under its pragmas, its body under its ``prefetch_scope`` attributes
+    (``Stage.prefetch``), or the thread extent of the GPU thread it is bound to (``iv``
+    replaced by the thread index in ``body``)."""
     attr = st.iter_var_attrs.get(iv)
     kind = _KIND[attr.kind] if attr else ForKind.SERIAL
     if attr is not None and attr.bind_thread is not None:
         thread = attr.bind_thread
         body = substitute(body, {iv.var: cast(thread.var, iv.var.dtype)})
         return AttrStmt(thread, "thread_extent", extent, body)
+    if attr is not None:
+        for tensor, offset in reversed(list(zip(attr.prefetch_data, attr.prefetch_offset,
+                                                strict=True))):
+            body = AttrStmt(tensor, PREFETCH_SCOPE, offset, body)
     loop: Stmt = For(iv.var, 0, extent, kind, body,
                      annotations=loop_annotations(st).get(iv, ()))
     if attr is not None:

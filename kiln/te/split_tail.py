@@ -16,8 +16,8 @@ lowered side by side):
       for (i.outer, floordiv(n, 8), ...) { for (i.inner, 0, 8) { if (likely(...)) ... } }
 
 * ``"predicate"``: partitioned as above, and in the tail the guard becomes the bound of the
-  inner loop, a remainder loop with no test (the masked tail of a vectorized loop; a scalar
-  loop in C)::
+  inner loop, a remainder loop with no test; a vectorized one becomes, in C, one vector of
+  the factor's lanes whose loads and stores are masked (``kiln.tir.vectorize``)::
 
       for (i.outer, floordiv(n, 8), ...) { for (i.inner, 0, (n - (i.outer*8))) { ... } }
 
@@ -34,11 +34,13 @@ lowered side by side):
   {default}``. A stage with other stages computed inside its loops (a ``cache_write``'s
   local stage at a loop of it) keeps the default guard too: their regions are inferred for
   the unshifted tiles.
-* ``"pad"``: the stage's buffer is rounded up to whole tiles and the last tile stores into
-  the padding with no test; its values are computed at the last element (the axis clamped
-  to ``n - 1``), so that nothing past an input's end is read. Only for an intermediate that
-  kiln allocates (not an output nor an argument: ScheduleError) and a split of one of the
-  operation's data-parallel axes.
+* ``"pad"``: the stage's buffer is rounded up to whole tiles (the split's outer extent
+  times its inner extent) and the last tile stores into the padding with no test; its
+  values are computed at the last element (the axis clamped to ``n - 1``, and into the
+  axis's domain: ``pad_value``), so that nothing past an input's end is read. Bound
+  inference gives the stages computed inside its loops the region of the clamped reads.
+  Only for an intermediate that kiln allocates (not an output nor an argument:
+  ScheduleError) and a split of one of the operation's data-parallel axes.
 * ``"dispatch"``: partitioned as for ``"predicate"``, and the remainder loop (its extent
   ``r`` below the factor) is cut into paths of descending widths that dispatch on ``r`` at
   run time: for a factor of 16 with the widths ``(8, 1)`` the bulk runs 16-wide, then an
@@ -64,7 +66,7 @@ from __future__ import annotations
 
 from kiln.errors import ScheduleError
 from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range
-from kiln.ir.op import emin, floordiv
+from kiln.ir.op import emax, emin
 from kiln.tir.dispatch_remainder import DISPATCH_ANNOTATION
 from kiln.tir.loop_partition import TAIL_ANNOTATION
 
@@ -219,22 +221,39 @@ def shifted_base(outer: PrimExpr, factor: PrimExpr, extent: PrimExpr) -> PrimExp
     return emin(outer * factor, extent - factor)
 
 
-def padded_extent(extent: PrimExpr, factor: PrimExpr) -> PrimExpr:
-    """``extent`` rounded up to whole tiles of ``factor``."""
-    return floordiv(extent + factor - 1, factor) * factor
+def padded_extent(rel: Split, ranges: dict[IterVar, Range]) -> PrimExpr:
+    """The elements a padded split stores: its outer loop's extent times its inner
+    loop's, whole tiles. For ``factor=f`` that is ``ceil(n/f)*f``; for ``nparts=p`` it is
+    ``p*ceil(n/p)``, which may exceed ``n`` rounded up to tiles of ``ceil(n/p)`` (``n=1,
+    p=4``: four tiles of one element)."""
+    return ranges[rel.outer].extent * ranges[rel.inner].extent
 
 
-def padded_ranges(stage: Stage, ranges: dict[IterVar, Range], factor_of) -> list[Range]:
-    """The realize region of a stage whose padded axes are rounded up to whole tiles
-    (``factor_of(split)`` gives a split's inner extent)."""
+def padded_ranges(stage: Stage, ranges: dict[IterVar, Range]) -> list[Range]:
+    """The realize region of a stage whose padded axes are rounded up to whole tiles."""
     out = []
     for iv in stage.op.axis:
         r = ranges[iv]
         rel = governing_split(stage, iv)
         if rel is not None and rel.strategy == "pad" and rel.parent is iv:
-            r = Range.from_min_extent(r.min, padded_extent(r.extent, factor_of(rel)))
+            r = Range.from_min_extent(r.min, padded_extent(rel, ranges))
         out.append(r)
     return out
+
+
+def pad_value(value: PrimExpr, computed: Range, dom: Range | None, can_prove) -> PrimExpr:
+    """The element whose value a padded axis computes at ``value``: ``value`` clamped into
+    the range the stage computes, and into the axis's domain where that range may leave it
+    (a stage computed at a loop of its consumer's guarded tail, whose rows run past ``n``),
+    so that nothing outside an input is read."""
+    lo, end = computed.min, computed.min + computed.extent
+    if dom is not None:
+        if not can_prove(dom.min <= lo):
+            lo = emax(lo, dom.min)
+        if not can_prove(end <= dom.min + dom.extent):
+            end = emin(end, dom.min + dom.extent)
+    clamped = emin(value, end - 1)
+    return clamped if lo is computed.min else emax(clamped, lo)
 
 
 def pad_axes(stage: Stage) -> list[IterVar]:
@@ -245,4 +264,4 @@ __all__ = ["TAIL_STRATEGIES", "check_tail", "legal_tails",
            "check_pad_allocated",
            "governing_split", "loop_annotations", "dispatch_factor", "dispatch_paths",
            "guard_group", "shift_splits",
-           "shifted_base", "padded_extent", "padded_ranges", "pad_axes"]
+           "shifted_base", "padded_extent", "padded_ranges", "pad_value", "pad_axes"]

@@ -24,6 +24,9 @@ Past a cut, a guard that holds exactly below it (no loop inside the cut one in i
 condition) fails in every iteration: the tail (the other branch of a parallel loop) takes
 its else-branch in its place, so no dead copy of the guarded body is left past the cut, and
 a second run of the pass over a branched parallel loop finds its branch already decided.
+A cut point is computed assuming that the loops between the cut loop and the guard run (the
+guard runs only then), and one that still divides by a value that may be 0 is not used: it is
+evaluated before those loops, also where they are empty (a division by zero at ``n = 0``).
 Guarantee: every iteration runs exactly once and sees the same guard outcome as before.
 
 A split's tail strategy (``kiln.te.split_tail``) marks its loops with the ``For``
@@ -32,7 +35,9 @@ when its extent is constant, and in a loop marked "remainder" (the inner loop of
 ``tail="predicate"`` split) a guard that holds exactly below a point becomes the loop's
 bound: ``for (i, 0, 8) { if (likely(o*8 + i < n)) S }`` => ``for (i, 0, n - o*8) S``, a
 remainder loop with no test, when nothing outside the guard stores to memory the loop does
-not allocate. Unmarked loops are treated as below.
+not allocate (a vectorized one becomes a serial loop marked with its vector width,
+``kiln.tir.vectorize.MASKED_LANES``, which the C backend vectorizes with lane masks).
+Unmarked loops are treated as below.
 
 Option ``partition_const_loop`` (TVM's, read from ``PassContext(config={"tir.LoopPartition":
 {"partition_const_loop": ...}})``): whether loops of constant extent are split too. TVM's
@@ -48,7 +53,7 @@ from typing import NamedTuple
 from kiln.arith import Analyzer, IntervalSet, eval_interval
 from kiln.errors import TVMError
 from kiln.ir import expr as E
-from kiln.ir.functor import Mutator, collect_vars, rebuild, substitute
+from kiln.ir.functor import Mutator, collect_vars, post_order_visit, rebuild, substitute
 from kiln.ir.op import emax, emin, floordiv
 from kiln.ir.stmt import (
     Allocate,
@@ -65,6 +70,7 @@ from kiln.ir.stmt import (
 )
 from kiln.ir.structural import structural_equal
 from kiln.ir.transform import PassContext
+from kiln.tir.vectorize import MASKED_LANES
 
 #: the PassContext config key of this pass's options, as in TVM
 CONFIG_KEY = "tir.LoopPartition"
@@ -107,7 +113,42 @@ def _guards(stmt, inner: dict, out: list) -> None:
 
 
 def _split_point(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer):
-    """The first value of ``v`` from which ``cond`` may fail, or None if not linear in v."""
+    """The first value of ``v`` from which ``cond`` may fail, or None if not linear in v.
+
+    The guard runs only where each loop of ``inner`` (those between ``v``'s loop and the
+    guard) has an iteration, so the point is found assuming that (the outer value of a loop
+    fused from extents 5 and ``n``, ``floordiv(5*n - 1, n)`` at most, is then 4). A point
+    that still divides by a value that may be 0 is refused: it is evaluated before those
+    loops, also where they are empty (division by zero at ``n = 0``)."""
+    with an.scope():
+        for itv in inner.values():
+            an.add_constraint(itv.min_value <= itv.max_value)
+        points = _points(cond, v, inner, an)
+    if not points:
+        return None
+    p = _smallest(points)
+    return p if _divisors_nonzero(p, an) else None
+
+
+def _divisors_nonzero(e: E.PrimExpr, an: Analyzer) -> bool:
+    """Whether every division in ``e`` is by a value provably not 0."""
+    divisors: list[E.PrimExpr] = []
+
+    def visit(n) -> None:
+        if isinstance(n, E.FloorDiv | E.FloorMod | E.Div | E.Mod):
+            divisors.append(n.b)
+
+    post_order_visit(e, visit)
+    for b in divisors:
+        lo, hi = an.const_int_bound(b)
+        if not ((lo is not None and lo > 0) or (hi is not None and hi < 0)):
+            return False
+    return True
+
+
+def _points(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer) -> list[E.PrimExpr] | None:
+    """For each conjunct of ``cond`` that may fail, the first value of ``v`` from which it
+    does; None if one is not linear in ``v``."""
     points = []
     for c in _conjuncts(cond):
         if isinstance(c, E.LT):
@@ -130,7 +171,7 @@ def _split_point(cond: E.PrimExpr, v: E.Var, inner: dict, an: Analyzer):
             return None
         b = an.simplify(substitute(hi, {v: E.IntImm(v.dtype, 0)}))
         points.append(an.simplify(floordiv(a - 1 - b, a)))
-    return _smallest(points) if points else None
+    return points
 
 
 class _Cut(NamedTuple):
@@ -226,9 +267,12 @@ class _Partition(Mutator):
         if any(not _is_zero(self.an.simplify(c.point - p)) for c in cuts[1:]):
             return None  # statements bounded differently (virtual threads) keep their guards
         body = _DecideGuards(guards).visit(node.body)
-        kind = ForKind.SERIAL if node.kind == ForKind.VECTORIZED else node.kind
-        return rebuild(node, extent=self._clamp(p, node.extent), kind=kind,
-                       body=self.visit(body))
+        if node.kind != ForKind.VECTORIZED:
+            return rebuild(node, extent=self._clamp(p, node.extent), body=self.visit(body))
+        # a scalar loop, which the C backend vectorizes with lane masks (its vector width)
+        masks = ((MASKED_LANES, node.extent.value),) if isinstance(node.extent, E.IntImm) else ()
+        return rebuild(node, extent=self._clamp(p, node.extent), kind=ForKind.SERIAL,
+                       annotations=node.annotations + masks, body=self.visit(body))
 
     def _clamp(self, p: E.PrimExpr, extent: E.PrimExpr) -> E.PrimExpr:
         return self.an.simplify(emax(emin(p, extent), E.IntImm(p.dtype, 0)))

@@ -13,9 +13,10 @@ from __future__ import annotations
 from kiln.ir import dtype as dt
 from kiln.ir.expr import Call, IntImm, PrimExpr, Select, StringImm
 from kiln.ir.op import (
-    call_intrin as _call_intrin,
-)
-from kiln.ir.op import (
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
     cast,
     const,
     convert,
@@ -33,6 +34,9 @@ from kiln.ir.op import (
     min_value,
     truncmod,
 )
+from kiln.ir.op import (
+    call_intrin as _call_intrin,
+)
 from kiln.ir.stmt import Buffer
 
 __all__ = [
@@ -41,7 +45,8 @@ __all__ = [
     "cos", "fmod", "isnan", "likely", "max_value", "min_value", "floordiv", "floormod",
     "truncdiv", "truncmod", "indexdiv", "indexmod", "div", "Select", "cast", "const",
     "call_intrin", "call_pure_extern", "logical_and", "logical_or", "logical_not", "min", "max",
-    "make_const", "call_packed", "call_extern", "reinterpret",
+    "make_const", "call_packed", "call_extern", "reinterpret", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not",
 ]
 
 #: the intrinsic of ``call_packed``: ``tvm_call_packed("name", args...)``

@@ -14,6 +14,16 @@ that the scalar loop would not read. Lane conditions must compare vectors of one
 width, and their branches may not divide integers or call functions (these may trap in an
 unused lane) nor hold another lane condition.
 
+A vectorized loop of run-time extent ``r`` bounded by a constant (the remainder of a
+``tail="predicate"`` split, which ``kiln.tir.loop_partition`` marks with
+:data:`MASKED_LANES`, the vector width it had) is vectorized too with ``lane_masks``: as a
+vector of ``W`` lanes (the bound, rounded up to a power of two) whose loads and stores carry
+the predicate ``ramp(0, 1, W) < r`` (masked loads and stores in C), inside ``if (0 < r)``, so
+that no lane at or past ``r`` reads or writes memory and nothing is read when the loop is
+empty. Its vector loads and stores must be contiguous (a masked gather moves lane by lane,
+slower than the scalar loop), and its stored values may not divide integers nor call
+functions (unused lanes compute them), nor hold a lane condition.
+
 Guarantee: the result computes the same values as the scalar loop. When the body holds
 something this pass cannot express as vectors (an inner loop, a math call, a non-constant
 extent, a lane count that is not a power of two — the C vector extensions need one), the
@@ -22,12 +32,16 @@ loop is kept as a scalar loop (as TVM does), which the C compiler may still vect
 
 from __future__ import annotations
 
+from kiln.arith import Analyzer
 from kiln.ir import dtype as dt
 from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, rebuild
-from kiln.ir.stmt import For, ForKind, SeqStmt, Store
+from kiln.ir.stmt import For, ForKind, IfThenElse, SeqStmt, Store
 
 _MAX_LANES = 64
+
+#: the ``For`` annotation of a scalar remainder loop that was vectorized: its vector width
+MASKED_LANES = "masked_lanes"
 
 
 class _CannotVectorize(Exception):
@@ -37,13 +51,16 @@ class _CannotVectorize(Exception):
 class _Vectorizer(Mutator):
     """Rewrite one loop body with ``var`` as a ramp of ``lanes`` lanes."""
 
-    def __init__(self, var: E.Var, lanes: int, lane_masks: bool = False):
+    def __init__(self, var: E.Var, lanes: int, lane_masks: bool = False,
+                 active: E.PrimExpr | None = None):
         super().__init__()
         self.var = var
         self.lanes = lanes
         self.lane_masks = lane_masks
         self.in_condition = False
         self.ramp = E.Ramp(E.IntImm(var.dtype, 0), E.IntImm(var.dtype, 1), lanes)
+        # the predicate of every vector load and store: the lanes below ``active``
+        self.predicate = None if active is None else E.LT(self.ramp, E.Broadcast(active, lanes))
 
     # expressions ---------------------------------------------------------------------------
     def visit_Var(self, v):
@@ -163,7 +180,16 @@ class _Vectorizer(Mutator):
         idx = self.visit(node.index)
         if idx is node.index:
             return node
-        return E.Load(dt.with_lanes(node.dtype, self.lanes), node.buffer_var, idx)
+        self._check_masked_index(idx)
+        return E.Load(dt.with_lanes(node.dtype, self.lanes), node.buffer_var, idx,
+                      self.predicate)
+
+    def _check_masked_index(self, idx: E.PrimExpr) -> None:
+        """Under a predicate, only contiguous vectors: a masked gather or scatter moves lane
+        by lane, slower than the scalar loop it replaces."""
+        if self.predicate is not None and not (isinstance(idx, E.Ramp) and isinstance(
+                idx.stride, E.IntImm) and idx.stride.value == 1):
+            raise _CannotVectorize("masked access that is not contiguous")
 
     def visit_Ramp(self, node):
         raise _CannotVectorize("nested ramp")
@@ -172,11 +198,14 @@ class _Vectorizer(Mutator):
 
     # statements ---------------------------------------------------------------------------
     def visit_Store(self, node):
+        if self.predicate is not None:  # the lanes past the extent compute the value too
+            _check_masked_branch(node.value)
         value, idx = self.visit(node.value), self.visit(node.index)
         if dt.lanes(idx.dtype) == 1:
             # every lane would write the same address: keep the scalar loop
             raise _CannotVectorize("store index does not depend on the vectorized loop")
-        return Store(node.buffer_var, self._widen(value), idx)
+        self._check_masked_index(idx)
+        return Store(node.buffer_var, self._widen(value), idx, self.predicate)
 
     def visit_For(self, node):
         raise _CannotVectorize("inner loop")
@@ -256,6 +285,22 @@ def _stores_in_order_safe(body) -> bool:
     return len(written) == len(set(written))
 
 
+def _masked_lanes(node: For) -> int | None:
+    """The vector width of a loop of run-time extent to vectorize with lane masks: a
+    vectorized one's bounded extent, or a remainder loop's :data:`MASKED_LANES`, rounded up
+    to a power of two; None for any other loop or a bound past ``_MAX_LANES``."""
+    if isinstance(node.extent, E.IntImm) or not (isinstance(node.min, E.IntImm)
+                                                 and node.min.value == 0):
+        return None
+    marked = dict(node.annotations).get(MASKED_LANES)
+    if marked is None and node.kind != ForKind.VECTORIZED:
+        return None
+    hi = marked if marked is not None else Analyzer().const_int_bound(node.extent)[1]
+    if hi is None or not 1 < hi <= _MAX_LANES:
+        return None
+    return 1 << (hi - 1).bit_length()
+
+
 class _Pass(Mutator):
     def __init__(self, lane_masks: bool):
         super().__init__()
@@ -263,6 +308,13 @@ class _Pass(Mutator):
 
     def visit_For(self, node: For):
         body = self.visit(node.body)
+        lanes = _masked_lanes(node) if self.lane_masks else None
+        if lanes is not None and _stores_in_order_safe(body):
+            try:
+                vector = _Vectorizer(node.loop_var, lanes, True, node.extent).visit(body)
+                return IfThenElse(E.LT(E.IntImm(node.extent.dtype, 0), node.extent), vector)
+            except (_CannotVectorize, NotImplementedError):
+                pass
         if node.kind != ForKind.VECTORIZED:
             return node if body is node.body else rebuild(node, body=body)
         ext = node.extent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kiln import te, tir
 from kiln.ir import dtype as dt
+from kiln.ir import op as _op
 from kiln.ir.expr import PrimExpr
 from kiln.ir.op import convert, div, floordiv, floormod, match_types, truncmod
 from kiln.ir.op import logical_and as _land
@@ -125,6 +126,17 @@ less = _binary("less", lambda a, b: a < b, "``lhs < rhs`` as bool.")
 less_equal = _binary("less_equal", lambda a, b: a <= b, "``lhs <= rhs`` as bool.")
 logical_and = _binary("logical_and", _land, "logical and.")
 logical_or = _binary("logical_or", _lor, "logical or.")
+bitwise_and = _binary("bitwise_and", _op.bitwise_and, "``lhs & rhs``, bit by bit.")
+bitwise_or = _binary("bitwise_or", _op.bitwise_or, "``lhs | rhs``, bit by bit.")
+bitwise_xor = _binary("bitwise_xor", _op.bitwise_xor, "``lhs ^ rhs``, bit by bit.")
+
+
+def bitwise_not(x):
+    """``~x`` bit by bit of an integer (or bool) tensor or expression."""
+    if isinstance(x, Tensor):
+        return te.compute(x.shape, lambda *i: _op.bitwise_not(x(*i)), name="T_bitwise_not",
+                          tag=tag.ELEMWISE)
+    return _op.bitwise_not(convert(x))
 
 
 def logical_not(x):
@@ -143,5 +155,5 @@ __all__ = [
     "broadcast_shape", "broadcast_to", "add", "subtract", "multiply", "divide",
     "floor_divide", "mod", "floor_mod", "maximum", "minimum", "power", "equal", "not_equal",
     "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
-    "logical_not",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 ]

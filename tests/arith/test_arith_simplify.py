@@ -154,6 +154,21 @@ def test_divmod_symbolic_divisor_with_bounds():
     assert text(floormod(j, m), an) == "j"
 
 
+def test_divmod_symbolic_divisor_remainder_one_divisor_below_zero():
+    """A remainder in [-b, 0) takes one off the quotient: the bound of a fused loop's outer
+    value, ``floordiv(5*n - 1, n)``, is 4 once ``n >= 1`` is known; unknown, ``n`` may be 0
+    and the division stays."""
+    an = Analyzer()
+    assert text(floordiv(n * 5 - 1, n), an) == "(floordiv(-1, n) + 5)"
+    an.add_constraint(n >= 1)
+    assert text(floordiv(n * 5 - 1, n), an) == "4"
+    assert text(floormod(n * 5 - 1, n), an) == "(n - 1)"
+    assert text(floordiv(c(-1), n), an) == "-1"
+    assert text(floormod(c(-1), n), an) == "(n - 1)"
+    assert text(floordiv(i * n + n - 1, n), an) == "i"
+    assert text(floordiv(c(-2), n), an) == "floordiv(-2, n)"  # n = 1 gives -2
+
+
 def test_truncdiv_with_nonnegative_numerator():
     an = bound(i=(0, 10), j=(0, 8))
     assert text(E.Div(i * 8 + j, c(8)), an) == "i"
@@ -327,3 +342,12 @@ def test_idempotent_on_examples():
               (x - y) * 3 + floordiv(x + 9, 8) * 8):
         once = simplify(e)
         assert str(simplify(once)) == str(once)
+
+
+def test_unsigned_comparisons_keep_wraparound():
+    """``u * 2 > 0xFF000000`` on uint32 is not ``u > 0x7F800000``: the product wraps (a bf16
+    rounding's NaN test met this); signed index comparisons are still normalized."""
+    u = Var("u", "uint32")
+    e = u * IntImm("uint32", 2) > IntImm("uint32", 0xFF000000)
+    assert str(Analyzer().simplify(e)) == str(e)
+    assert str(Analyzer().simplify(Var("i") * 2 > 10)) == "(i > 5)"

@@ -16,9 +16,11 @@ import pytest
 import kiln
 from kiln import auto_scheduler, te
 from kiln.auto_scheduler.annotation import crossover, mutate, sample_candidate
+from kiln.auto_scheduler.gpu_model import GPUOccupancyModel, occupancy_score
 from kiln.auto_scheduler.hardware_params import (
     DEFAULT_MAX_VTHREAD_EXTENT,
     HardwareParams,
+    KernelResources,
     fits_gpu,
     kernel_resources,
 )
@@ -122,7 +124,8 @@ def test_cross_thread_reduction_rule():
     state = sample_candidate([norm], random.Random(0)).state(norm)
     (kernel,) = kernel_resources(kiln.lower(*task.compute_dag.apply_steps_from_state(state)))
     threads = next(s.lengths[0] for s in state.steps if getattr(s, "iter", "") == "k")
-    assert kernel == (4 * threads, threads)  # one float of shared memory per thread
+    assert kernel[:2] == (4 * threads, threads)  # one float of shared memory per thread
+    assert kernel.blocks == 3 and kernel.local_bytes == 4  # a row per block, one partial
 
 
 def test_gpu_unroll_pragmas():
@@ -184,8 +187,8 @@ def test_hardware_params_limit_shared_memory_and_threads():
     scored or measured (``-inf``); the limits come from ``HardwareParams``, else the
     target."""
     assert HardwareParams().for_target("cuda") == HardwareParams(
-        max_shared_memory_per_block=49152, max_threads_per_block=1024,
-        max_vthread_extent=8, warp_size=32)
+        max_shared_memory_per_block=49152, max_local_memory_per_block=1020,
+        max_threads_per_block=1024, max_vthread_extent=8, warp_size=32)
     task = _task(GEMM)
     (sketch,) = generate_sketches(task.compute_dag, "cuda")
     rng = random.Random(0)
@@ -208,6 +211,36 @@ def test_hardware_params_limit_shared_memory_and_threads():
                                          verbose=0)
     for c in policy.evolutionary_search(policy.sample_initial_population(4)):
         assert fits_gpu(task.compute_dag, c.state(policy.sketches[c.sketch]), small)
+
+
+def test_local_arrays_beyond_the_registers_do_not_fit():
+    """A register tile larger than a thread's registers spills (an H100 refused to launch
+    one of 1 MiB): ``fits_gpu`` counts each kernel's local bytes per thread."""
+    task = _task(GEMM)
+    (sketch,) = generate_sketches(task.compute_dag, "cuda")
+    state = sample_candidate([sketch], random.Random(0)).state(sketch)
+    (kernel,) = kernel_resources(kiln.lower(*task.compute_dag.apply_steps_from_state(state)))
+    assert kernel.local_bytes >= 4 and kernel.blocks >= 1
+    fits = fits_gpu(task.compute_dag, state, HardwareParams(
+        max_local_memory_per_block=kernel.local_bytes).for_target("cuda"))
+    spills = fits_gpu(task.compute_dag, state, HardwareParams(
+        max_local_memory_per_block=kernel.local_bytes - 4).for_target("cuda"))
+    assert fits and not spills
+
+
+def test_occupancy_model_ranks_parallel_register_tiled_states_first():
+    """Before it has learned, a GPU search ranks by occupancy: more threads and blocks,
+    then larger register tiles; a kernel no SM can hold scores -inf."""
+    flop = 2.0 * 1024 ** 3
+    one_thread = KernelResources(16384, 1, 64, 65536)
+    tiled = KernelResources(40960, 256, 256, 64)
+    untiled = KernelResources(40960, 256, 256, 4)
+    too_big = KernelResources(0, 1024, 64, 1024)  # 1024 threads x 288 registers
+    scores = [occupancy_score([k], flop, 108) for k in (one_thread, tiled, untiled, too_big)]
+    assert scores[1] > scores[2] > scores[0] > -math.inf and scores[3] == -math.inf
+    model = auto_scheduler.XGBModel()
+    assert isinstance(model._analytic_model(_task(GEMM)), GPUOccupancyModel)
+    assert not isinstance(model._analytic_model(_task(GEMM, "llvm")), GPUOccupancyModel)
 
 
 def test_the_reference_of_a_gpu_task_builds_for_the_gpu():

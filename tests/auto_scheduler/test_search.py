@@ -12,14 +12,16 @@ import pytest
 import kiln
 from kiln import auto_scheduler
 from kiln.auto_scheduler.annotation import (
+    aligned_factorizations,
     candidate_of,
     crossover,
     factorizations,
     mutate,
     sample_candidate,
 )
-from kiln.auto_scheduler.loop_state import AnnotationStep, State
-from kiln.auto_scheduler.sketch import generate_sketches
+from kiln.auto_scheduler.cost_model import AnalyticCostModel, map_states
+from kiln.auto_scheduler.loop_state import AnnotationStep, ComputeAtStep, SplitStep, State
+from kiln.auto_scheduler.sketch import MAX_UNROLLED_VECTORS, cpu_budget, generate_sketches
 
 from . import workloads  # noqa: F401 - registers the workloads
 from .workloads import reference
@@ -29,6 +31,7 @@ GEMM_ADD = ("as_test_matmul_add", (64, 64, 64, "float32"))
 CONV = ("as_test_conv2d", (1, 16, 14, 14, 16, 3, 1))
 VECTOR_SUM = ("as_test_vector_sum", (4096,))
 ROW_MAX = ("as_test_row_max", (4, 32, 48))
+RELU_CHAIN = ("as_test_relu_chain", (8, 256))
 
 
 def _task(workload) -> auto_scheduler.SearchTask:
@@ -59,7 +62,7 @@ def test_sketch_rules():
     fused = [str(s) for s in generate_sketches(_task(GEMM_ADD).compute_dag)]
     assert fused == ["out: skip; matmul: multi-level tiling fused into out"]
     conv = [str(s) for s in generate_sketches(_task(CONV).compute_dag)]
-    assert conv[0] == "conv: multi-level tiling SSRSRS; pad: inline"
+    assert conv[0] == "conv: multi-level tiling SSRSRS; pad: skip"  # padding computed apart
     assert len(conv) == 2
 
 
@@ -219,7 +222,8 @@ def test_xgb_model_learns_from_measurements():
 def test_cpu_tiling_fits_the_targets_vectors_and_registers(target, lanes, registers):
     """Multi-level tiling on a CPU: the vectorized innermost tile is drawn in whole vectors
     of the target, and the innermost (register) tile of every drawn or mutated candidate
-    holds at most half the target's vector registers of accumulators."""
+    holds at most half the target's vector registers of accumulators (the vectorized
+    length counted in whole vectors)."""
     task = auto_scheduler.SearchTask(func="as_test_matmul", args=(256, 256, 256, "float32"),
                                      target=target)
     sketches = generate_sketches(task.compute_dag, target)
@@ -228,12 +232,115 @@ def test_cpu_tiling_fits_the_targets_vectors_and_registers(target, lanes, regist
         (vectorized,) = sk.vector_lanes.items()
         assert vectorized[1] == lanes
         register_limit = min(b for _, b in sk.limits)
-        assert register_limit == registers // 2 * lanes
+        assert register_limit == registers // 2
         for _ in range(20):
             c = sample_candidate([sk], rng)
             assert c.tiles[vectorized[0]][-1] % lanes == 0
             tiled = [t for t in c.tiles.values() if len(t) == 4]
-            assert math.prod(t[3] for t in tiled) <= register_limit
+            assert math.prod(t[3] for t in tiled) <= register_limit * lanes
         too_big = {i: (t[0] * t[3] // 64, t[1], t[2], 64) if len(t) == 4 else t
                    for i, t in c.tiles.items()}  # a 64 x 64 register tile
         assert not sk.allows(too_big)
+
+
+def test_unroll_pragmas_keep_the_compile_budget():
+    """An unroll pragma times the vectors of the vectorized tile stays within
+    MAX_UNROLLED_VECTORS for every drawn and mutated candidate (larger ones took the C
+    compiler 10-40 s): a 64-wide tile (4 AVX-512 vectors) unrolls at most 64 steps."""
+    task = auto_scheduler.SearchTask(func="as_test_matmul", args=(256, 256, 256, "float32"),
+                                     target="llvm -mcpu=skylake-avx512")
+    sketches = generate_sketches(task.compute_dag, "llvm -mcpu=skylake-avx512")
+    rng = random.Random(0)
+    for sk in sketches:
+        ((pragma, split, lanes, bound),) = sk.unroll_limits
+        assert (lanes, bound) == (16, MAX_UNROLLED_VECTORS)
+        for _ in range(20):
+            c = mutate(sample_candidate([sk], rng), rng)
+            if sk.allows(c.tiles, c.unrolls):
+                assert c.unrolls[pragma] * -(-c.tiles[split][-1] // lanes) <= bound
+        wide = {**c.tiles, split: (c.tiles[split][0] * c.tiles[split][-1] // 64,
+                                   *c.tiles[split][1:-1], 64)}
+        assert sk.allows(wide, {pragma: 64}) == sk.allows(wide)
+        assert not sk.allows(wide, {pragma: 512})
+
+
+def test_filled_candidates_fill_registers_and_cores():
+    """Half the initial population is drawn filled: the innermost tile at least half the
+    register budget, the parallel loop at least one iteration per core."""
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag)
+    budget = cpu_budget("llvm", 4)
+    rng = random.Random(1)
+    for _ in range(10):
+        c = sample_candidate(sketches, rng, filled=True)
+        tiled = [t for t in c.tiles.values() if len(t) == 4]
+        assert math.prod(t[3] for t in tiled) >= budget.register_tile // 2 * budget.lanes
+        assert math.prod(t[0] for t in tiled) >= min(budget.cores, 64 * 64 // budget.lanes)
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(0), seed=0,
+                                         verbose=0)
+    pop = policy.sample_initial_population(8)
+    assert all(policy.sketches[c.sketch].fills(c.tiles) for c in pop[::2])
+
+
+def test_a_long_elementwise_loop_is_split_in_whole_vectors():
+    """A skipped elementwise stage whose last loop is longer than 64 splits it: the outer
+    part fused into the parallel loop, the inner part (whole vectors) vectorized."""
+    task = _task(RELU_CHAIN)
+    (sketch,) = generate_sketches(task.compute_dag)
+    (split,) = [s for s in sketch.steps if isinstance(s, SplitStep)]
+    assert (split.stage, split.iter) == ("out", "j")
+    assert AnnotationStep("out", "j.1", "vectorize") in sketch.steps
+    assert AnnotationStep("out", "i@j.0@", "parallel") in sketch.steps
+    lanes = cpu_budget("llvm", 4).lanes
+    rng, nrng = random.Random(0), np.random.default_rng(0)
+    c = sample_candidate([sketch], rng)
+    assert c.tiles[sketch.steps.index(split)][-1] % lanes == 0
+    _check(task, c.state(sketch), RELU_CHAIN[0], nrng)
+
+
+def test_rfactor_inner_computes_partial_sums_in_the_parallel_loop():
+    """rfactor inner of a row reduction: one output's partial sums side by side (the
+    factored axis last) computed at the parallel loop of the rows, as topi's reduction
+    schedule: one parallel loop, no partial-sum array of every row."""
+    inner = generate_sketches(_task(ROW_MAX).compute_dag)[1]
+    (rf,) = [s for s in inner.steps if type(s).__name__ == "RfactorStep"]
+    assert rf.factor_axis == 1
+    assert ComputeAtStep("C.rf", "C", "i") in inner.steps
+    assert [s for s in inner.steps if getattr(s, "kind", None) == "parallel"] == [
+        AnnotationStep("C", "i", "parallel")]
+
+
+def test_states_are_scored_in_parallel_as_one_by_one():
+    """The cost models lower a batch of states in forked children (one per CPU): the
+    scores are those of the states scored here one by one."""
+    task = _task(ROW_MAX)
+    sketches = generate_sketches(task.compute_dag)
+    rng = random.Random(6)
+    states = [c.state(sketches[c.sketch]) for c in (sample_candidate(sketches, rng)
+                                                    for _ in range(8))]
+    scored = AnalyticCostModel().predict(task, states)  # 8 states: in children
+    assert scored == [AnalyticCostModel._score(task, s) for s in states]
+    assert map_states(lambda _task, s: s.key(), task, states) == [s.key() for s in states]
+
+
+def test_a_register_tile_of_partial_vectors_counts_whole_registers():
+    """A conv's vectorized width of 14 (not a multiple of 16 lanes) takes a whole vector
+    register per row of the register tile: 16 rows of 14 fit half of AVX-512's 32
+    registers, 32 rows of 7 do not (224 elements each)."""
+    task = auto_scheduler.SearchTask(func="as_test_conv2d", args=(1, 32, 14, 14, 32, 3, 1),
+                                     target="llvm -mcpu=skylake-avx512")
+    sk = generate_sketches(task.compute_dag, "llvm -mcpu=skylake-avx512")[0]
+    c = sample_candidate([sk], random.Random(0))
+    (x,) = sk.vector_lanes
+    f = next(i for i, t in c.tiles.items() if len(t) == 4 and sk.steps[i].iter == "f")
+    rest = {i: (math.prod(t), 1, 1, 1) if len(t) == 4 and i not in (f, x) else t
+            for i, t in c.tiles.items()}
+    assert sk.allows({**rest, f: (2, 1, 1, 16), x: (1, 1, 1, 14)})
+    assert not sk.allows({**rest, f: (1, 1, 1, 32), x: (2, 1, 1, 7)})
+
+
+def test_a_vectorized_tile_is_whole_vectors_or_at_least_half_of_one():
+    """16 lanes: 1024 columns give innermost tiles of 16, 32 or 64; a conv's 14 columns,
+    which no multiple of 16 divides, one vector of 14 (not 1, 2 or 7); 7 columns any."""
+    innermost = {n: {f[-1] for f in aligned_factorizations(n, 4, 16)} for n in (1024, 14, 7)}
+    assert innermost == {1024: {16, 32, 64}, 14: {14}, 7: {1, 7}}

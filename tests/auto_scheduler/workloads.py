@@ -62,8 +62,18 @@ def as_test_row_max(m, h, w):
     return [A, te.compute((m,), lambda i: te.max(A[i, y, x], axis=[y, x]), name="C")]
 
 
+@auto_scheduler.register_workload
+def as_test_relu_chain(m, n):
+    a, b, c = (te.placeholder((m, n), name=x) for x in "abc")
+    ab = te.compute((m, n), lambda i, j: a[i, j] * b[i, j], name="ab")
+    abc = te.compute((m, n), lambda i, j: ab[i, j] + c[i, j], name="abc")
+    return [a, b, c, te.compute((m, n), lambda i, j: te.max(abc[i, j], 0.0), name="out")]
+
+
 def reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
     """numpy's result of a workload above."""
+    if name == "as_test_relu_chain":
+        return np.maximum(inputs[0] * inputs[1] + inputs[2], 0)
     if name == "as_test_vector_sum":
         return inputs[0].sum(keepdims=True)
     if name == "as_test_row_max":

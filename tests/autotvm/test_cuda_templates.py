@@ -31,6 +31,8 @@ needs_nvrtc = pytest.mark.skipif(not have_nvrtc(), reason=NVRTC_MISSING)
 needs_emulator = pytest.mark.skipif(not cuda_emulator.available(), reason="no g++ (emulator)")
 
 CONV_SHAPE = ((1, 8, 10, 10), (16, 8, 3, 3))
+#: the matmul of the correctness tests: M, K, N, dtype
+MATMUL_ARGS = (64, 48, 128, "float32")
 RNG = np.random.default_rng(0)
 
 
@@ -194,7 +196,7 @@ def test_dense_with_bias_fallback_is_correct():
 @needs_emulator
 def test_sampled_matmul_and_dense_configs_are_correct():
     a, b = RNG.random((64, 48), dtype="float32"), RNG.random((48, 128), dtype="float32")
-    task = autotvm.task.create(dense_mod.MATMUL, (64, 48, 128, "float32"), "cuda")
+    task = autotvm.task.create(dense_mod.MATMUL, MATMUL_ARGS, "cuda")
     for _, (s, args) in _valid_configs(task, 4) + [(None, task.instantiate(
             FallbackConfigEntity()))]:
         np.testing.assert_allclose(_emulate(s, args, [a, b], (64, 128)), a @ b, rtol=1e-5)
@@ -210,11 +212,13 @@ def test_sampled_matmul_and_dense_configs_are_correct():
 @needs_nvrtc
 @needs_emulator
 def test_saved_candidate_reads_back(tmp_path):
-    task = autotvm.task.create(dense_mod.MATMUL, (32, 16, 32, "float32"), "cuda")
+    """The fallback of the matmul test above: its NVRTC and emulator builds are cache hits
+    when both run in one session."""
+    task = autotvm.task.create(dense_mod.MATMUL, MATMUL_ARGS, "cuda")
     s, args = task.instantiate(FallbackConfigEntity())
     mod = read_candidate(save_candidate(kiln.build(s, args, "cuda -arch=sm_80"), str(tmp_path)))
-    a, b = RNG.random((32, 16), dtype="float32"), RNG.random((16, 32), dtype="float32")
-    c = np.zeros((32, 32), "float32")
+    a, b = RNG.random((64, 48), dtype="float32"), RNG.random((48, 128), dtype="float32")
+    c = np.zeros((64, 128), "float32")
     cuda_emulator.Emulated(mod)(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 

@@ -74,7 +74,8 @@ def _projection_3d(batch: int = 2, seq: int = 8, d: int = 1024, units: int = 48)
         nodes, "projection", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                             [batch, seq, d])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, units])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8)  # what every onnxruntime the tests meet reads
 
 
 @requires_bf16
@@ -116,6 +117,24 @@ def test_activations_only_bf16_convolutions_read_are_stored_in_bf16(monkeypatch)
     name, x = onnx_models.random_input(model)
     lib = relay.build(mod, target="llvm", params=params, precision="bf16")
     assert lib.summary.count("conv2d_bf16") == 2 and lib.summary.count("bf16_round") == 1
+    monkeypatch.setattr(mixed_precision, "bf16_activations", lambda graph: graph)
+    rounding_in_consumer = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert "bf16_round" not in rounding_in_consumer.summary
+    assert np.array_equal(_run(lib, name, x), _run(rounding_in_consumer, name, x))
+
+
+@requires_bf16
+@pytest.mark.slow
+def test_activations_only_bf16_dense_layers_read_are_stored_in_bf16(monkeypatch):
+    """An MLP block: ``relu(x W1 + b1)`` feeds only the second dense layer, so the first
+    one's kernel writes it in bf16 (``bf16_round`` in its tail) and the second reads the
+    bits as its ``a`` operand; ``x``, also read by the residual add, stays float32. The
+    same bits as rounding in the consumer."""
+    model = onnx_models.mlp_block(d=1024, hidden=1024)
+    mod, params = relay.frontend.from_onnx(model)
+    name, x = onnx_models.random_input(model)
+    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
+    assert lib.summary.count("dense_bf16") == 2 and lib.summary.count("bf16_round") == 1
     monkeypatch.setattr(mixed_precision, "bf16_activations", lambda graph: graph)
     rounding_in_consumer = relay.build(mod, target="llvm", params=params, precision="bf16")
     assert "bf16_round" not in rounding_in_consumer.summary

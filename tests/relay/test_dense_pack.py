@@ -40,8 +40,8 @@ def test_layout_pass_packs_each_weight_once():
     assert len(packs) == 2 and not any(n.op == "dense" for n in g.nodes)
     assert packs[0].inputs[1] is packs[1].inputs[1]
     packed = packs[0].inputs[1]
-    assert packed.is_const and packed.shape == (2, 16, 32)
-    np.testing.assert_array_equal(packed.value, pack_dense_weight(w.value, 32))
+    assert packed.is_const and packed.shape == (1, 16, 64)  # one panel of 4 vectors
+    np.testing.assert_array_equal(packed.value, pack_dense_weight(w.value, 64))
     assert packs[0].inputs[2] is b and [n.attrs["units"] for n in packs] == [40, 40]
     assert packs[0].shape == (9, 40)
 
@@ -52,10 +52,10 @@ def test_dense_with_a_computed_weight_is_not_packed():
     assert [n.op for n in g.nodes if not n.is_input] == ["dense"]
 
 
-@pytest.mark.parametrize("rows, packed", [(1, False), (7, False), (8, True),
+@pytest.mark.parametrize("rows, packed", [(1, False), (5, False), (6, True),
                                           (Var("n"), True)])
 def test_rows_below_one_register_block_keep_dense(rows, packed):
-    x = input_node("x", (rows, 16))  # AVX-512: blocks of 8 rows
+    x = input_node("x", (rows, 16))  # AVX-512: blocks of 6 rows x 4 vectors
     g = alter_op_layout(Graph([x], [call("dense", [x, const(_weights(40, 16), "w")])]))
     assert [n.op for n in g.nodes if n.op.startswith("dense")] == \
         ["dense_pack" if packed else "dense"]
@@ -115,8 +115,8 @@ def _dense_pack_task():
 
 
 def test_dense_pack_template_space_and_fallback():
-    """Knobs sized by the target's vectors (panels of two AVX-512 registers: 16 or 32
-    columns per block); the fallback config is the hand schedule."""
+    """Knobs sized by the target's vectors (panels of four AVX-512 registers: 16, 32 or 64
+    columns per block, up to 6 rows); the fallback config is the hand schedule."""
     import kiln
     from kiln import autotvm
     from kiln.topi.x86 import schedule_dense_pack
@@ -124,8 +124,8 @@ def test_dense_pack_template_space_and_fallback():
     task = _dense_pack_task()
     assert task.name == "dense_pack.x86" and task.flop == 2 * 16 * 32 * 64
     space = task.config_space.space_map
-    assert [e.val for e in space["tile_n"].entities] == [16, 32]
-    assert [e.val for e in space["tile_m"].entities] == [1, 2, 4, 8]
+    assert [e.val for e in space["tile_n"].entities] == [16, 32, 64]
+    assert [e.val for e in space["tile_m"].entities] == [1, 2, 3, 6]
     s_cfg, args = task.instantiate(autotvm.task.FallbackConfigEntity())
     assert str(kiln.lower(s_cfg, args)) == str(kiln.lower(schedule_dense_pack(args[-1]),
                                                           args))

@@ -12,6 +12,7 @@ import kiln  # noqa: E402
 from kiln import cli, relay  # noqa: E402
 from kiln.contrib import graph_executor  # noqa: E402
 from kiln.relay import testing  # noqa: E402
+from kiln.relay.alter_layout import alter_op_layout  # noqa: E402
 from kiln.runtime.graph_executor import eval_dim, plan_storages  # noqa: E402
 
 
@@ -89,6 +90,26 @@ def test_conv_model_dynamic_batch_and_plan_cache():
     assert gm.num_cached_plans == 3  # batch 1 (the start), 3, 2
     _check(gm, m, "x", [(3, 3, 5, 5), (1, 3, 5, 5)])
     assert gm.num_cached_plans == 3  # a size seen before reuses its arrays and calls
+
+
+@pytest.mark.parametrize("hw, winograd", [(24, True), (5, False)])
+def test_dynamic_batch_chooses_winograd_as_for_one_image(hw, winograd):
+    """A 3x3 convolution over a symbolic batch takes Winograd where it pays for one image
+    (its kernels run an image at a time, ``relay.row_blocks``), as the build for batch 1."""
+    m = _dynamic_batch(testing.conv_bias_relu(c=4, f=8, hw=hw))
+    mod, params = relay.frontend.from_onnx(m)
+    ops = {n.op for n in alter_op_layout(relay.optimize(mod, params)).nodes}
+    assert ("conv2d_winograd_NCHWc" in ops) is winograd
+    assert ("conv2d_NCHWc" in ops) is not winograd
+
+
+@pytest.mark.slow  # a Winograd build (5 s)
+def test_dynamic_batch_winograd_runs_at_every_batch():
+    m = _dynamic_batch(testing.conv_bias_relu(c=4, f=8, hw=24))
+    lib = _build(m)
+    assert "winograd" in lib.summary and "(blocks of 1 rows)" in lib.summary
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    _check(gm, m, "x", [(1, 4, 24, 24), (0, 4, 24, 24), (3, 4, 24, 24)])
 
 
 @pytest.mark.slow  # two builds

@@ -294,3 +294,14 @@ def test_a_tuned_branch_is_built_with_its_config(lossless_branches, tmp_path):
         lib, y = _run(model, feed)
     assert "horizontal:" in lib.summary and "conv2d_NCHWc.x86 config #0" in lib.summary
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_surely_large_group_is_not_small():
+    """A group whose output has PARALLEL_WORK elements is skipped before its compute is
+    built: its work is never below the threshold."""
+    _, groups = _groups(testing.inception_block(c=64, hw=32))
+    large = [g for g in groups if hf._surely_large(g)]
+    assert large and len(large) < len(groups)
+    for g in large:
+        work = hf.group_work(g)
+        assert work is None or work >= hf.PARALLEL_WORK

@@ -10,7 +10,7 @@ import pytest
 
 from kiln import autotvm, relay, topi
 from kiln.ir.transform import PassContext
-from kiln.relay import kernel_cache
+from kiln.relay import horizontal_fusion, kernel_cache
 from kiln.relay.build_module import optimize_and_fuse
 from kiln.runtime import compiler
 from kiln.target import Target
@@ -32,11 +32,13 @@ def _feed():
 
 
 def _forbid(monkeypatch):
-    """Make lowering and compiling fail: what a cached rebuild must not do."""
+    """Make lowering, compiling and building a group's te compute (horizontal fusion's
+    measure of its work) fail: what a cached rebuild must not do."""
     def fail(*args, **kwargs):
-        raise AssertionError("a cached rebuild lowered or compiled a kernel")
+        raise AssertionError("a cached rebuild lowered, compiled or built a compute")
 
     monkeypatch.setattr(kernel_cache, "select_implementations", fail)
+    monkeypatch.setattr(horizontal_fusion, "group_compute", fail)
     monkeypatch.setattr(compiler, "_run", fail)
 
 
@@ -82,6 +84,18 @@ def test_damaged_entries_are_rebuilt(cache, monkeypatch, caplog):
         _, again = build_and_run(residual_block(), _feed())
     assert "building it again" in caplog.text
     np.testing.assert_array_equal(out, again)
+
+
+def test_group_work_is_cached_under_the_group_key(cache, monkeypatch):
+    mod, params = relay.frontend.from_onnx(residual_block())
+    tgt = Target("llvm")
+    with PassContext(opt_level=3):
+        _, groups = optimize_and_fuse(mod, params, tgt)
+        work = [horizontal_fusion.group_work(g) for g in groups]
+        assert [kernel_cache.cached_group_work(tgt)(g) for g in groups] == work  # recorded
+        assert len(list(cache.glob("kiln_work-*.txt"))) == len(groups)
+        _forbid(monkeypatch)
+        assert [kernel_cache.cached_group_work(tgt)(g) for g in groups] == work  # looked up
 
 
 def _kernel_and_key(target: str, **ctx):

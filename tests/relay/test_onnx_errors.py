@@ -211,3 +211,30 @@ def test_cast_to_a_type_kiln_has_not(to):
     with pytest.raises(NotImplementedError, match=rf"node 'to_text' \(Cast.*Cast to {name}: "
                                                   r"kiln does not compile"):
         relay.frontend.from_onnx(m)
+
+
+def _matmul_model(w: np.ndarray):
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [_io("x", [1, w.shape[0]])], [_io("y", [1, w.shape[1]])],
+                          [numpy_helper.from_array(w, "w")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_checker_verdict_is_remembered_not_its_weights(monkeypatch):
+    # a model imported again is not checked (serialized) again; one whose large weights
+    # changed only in value neither; one whose weights' bytes are too few is
+    from kiln.relay.frontend import onnx_check
+
+    calls = []
+    check = onnx.checker.check_model
+    monkeypatch.setattr(onnx.checker, "check_model", lambda m: calls.append(m) or check(m))
+    w = np.random.default_rng(7).standard_normal((64, 32)).astype(np.float32)
+    m = _matmul_model(w)
+    onnx_check.check_model(m)
+    onnx_check.check_model(m)
+    onnx_check.check_model(_matmul_model(w + 1))
+    assert len(calls) == 1
+    m.graph.initializer[0].raw_data = m.graph.initializer[0].raw_data[:-4]
+    with pytest.raises(OnnxImportError, match="raw_data size .* too small"):
+        onnx_check.check_model(m)
+    assert len(calls) == 2

@@ -122,6 +122,16 @@ def test_metadata_added_when_missing(tmp_path):
     loaded(*vectors())
 
 
+def test_embedded_source_keeps_every_character(tmp_path):
+    # escapes in the C string literal: quotes, backslashes, trigraphs, controls, UTF-8 and
+    # bytes that are not UTF-8 (surrogateescape), a last line without a newline
+    comment = '/* "q" \\ ??= ??/ \t\r\x01\x7f \u00e9 \u4e2d \udcff 0\n1 */'
+    source = runtime_header() + TEST_BODY + comment
+    mod = Module.from_source(source, ["vadd", "axpy"], "vadd", "c")
+    mod.export_library(tmp_path / "chars.so")
+    assert load_module(tmp_path / "chars.so").get_source() == source
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(TVMError, match="does not exist"):
         load_module(tmp_path / "missing.so")

@@ -130,8 +130,9 @@ def _loop_primitives(draw, stage, log) -> None:
         elif action == "tile" and len(leaves) >= 2:
             k = draw(st.integers(0, len(leaves) - 2))
             fx, fy = draw(st.integers(1, 9)), draw(st.integers(1, 9))
-            stage.tile(leaves[k], leaves[k + 1], fx, fy)
-            log.append(f"tile({leaves[k].var.name}, {leaves[k + 1].var.name}, {fx}, {fy})")
+            x, y = leaves[k], leaves[k + 1]  # tile splits them in the list ``leaves`` is
+            stage.tile(x, y, fx, fy)
+            log.append(f"tile({x.var.name}, {y.var.name}, {fx}, {fy})")
         elif action == "fuse" and len(leaves) >= 2:
             k = draw(st.integers(0, len(leaves) - 2))
             a, b = leaves[k], leaves[k + 1]

@@ -157,3 +157,31 @@ def test_tir_transform_loop_partition_reads_its_context():
 def test_option_must_be_a_dict():
     with pytest.raises(kiln.TVMError, match="'tir.LoopPartition' takes a dict"):
         _lowered({"tir.LoopPartition": True})
+
+
+def _fused_guard(n, m, divisor):
+    """``for (o, 0, ceil(m/5)) { for (f, 0, n*5) { if (likely(o*5 + floordiv(f, divisor)
+    < m)) B[f] = 1 } }``: a loop fused from extents 5 and n inside a split by 5."""
+    f = E.Var("f")
+    B = tir.decl_buffer((n * 5,), name="B")
+    guard = tir.likely(o * 5 + E.FloorDiv(f, divisor) < m)
+    body = S.IfThenElse(guard, S.Store(B.data, tir.const(1.0, "float32"), f))
+    return loop(o, (m + 4) // 5, loop(f, n * 5, body))
+
+
+def test_cut_assumes_the_inner_loops_run():
+    """The guard runs only where the inner loop has an iteration (n >= 1): the cut is
+    ``floordiv(m, 5)``, not ``floordiv(m - floordiv(-1, n) - 1, 5)``, which divides by n
+    before the loops and so by zero at n = 0 (found by the schedule fuzzer)."""
+    n, m = E.Var("n"), E.Var("m")
+    after = loop_partition(_fused_guard(n, m, n))
+    assert to_text(after.seq[0]).startswith("for (o, 0, floordiv(m, 5))")
+    assert "floordiv(-1" not in to_text(after)
+
+
+def test_cut_that_divides_by_a_value_that_may_be_zero_is_refused():
+    """A cut that divides by ``q`` (maybe 0, also where the inner loop is empty) is
+    evaluated before the loops: the loop keeps its guard instead."""
+    n, m, q = E.Var("n"), E.Var("m"), E.Var("q")
+    before = _fused_guard(n, m, q)
+    assert to_text(loop_partition(before)) == to_text(before)

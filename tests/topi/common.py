@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import kiln
@@ -32,14 +34,27 @@ def run(sched, outs, inputs, arrays, out_shapes=None) -> list[np.ndarray]:
     return [r.asnumpy() for r in res]
 
 
+#: the schedule families :func:`check` runs; ``KILN_TOPI_SCHEDULES=x86`` (the sanitized tier,
+#: tests/reliability/test_sanitize.py) leaves out the generic ones, whose root loop nests the
+#: plain run covers
+SCHEDULE_FAMILIES = ("generic", "x86")
+
+
 def schedules(name: str):
-    """The generic (default) and x86 schedules called ``name``."""
-    return [getattr(topi.generic, name), getattr(topi.x86, name)]
+    """The schedules called ``name`` of :data:`SCHEDULE_FAMILIES` (or of the families named,
+    comma-separated, in ``$KILN_TOPI_SCHEDULES``)."""
+    chosen = os.environ.get("KILN_TOPI_SCHEDULES", ",".join(SCHEDULE_FAMILIES)).split(",")
+    families = [family for family in SCHEDULE_FAMILIES if family in chosen]
+    if not families:
+        raise ValueError(f"KILN_TOPI_SCHEDULES={','.join(chosen)!r} names none of "
+                         f"{SCHEDULE_FAMILIES}")
+    return [getattr(getattr(topi, family), name) for family in families]
 
 
 def check(name: str, outs, inputs, arrays, expected, rtol=1e-5, atol=1e-5):
-    """Run ``outs`` with ``topi.generic.<name>`` and ``topi.x86.<name>`` and compare each
-    output with ``expected`` (an array or a list of arrays)."""
+    """Run ``outs`` with ``topi.generic.<name>`` and ``topi.x86.<name>`` (see
+    :func:`schedules`) and compare each output with ``expected`` (an array or a list of
+    arrays)."""
     expected = expected if isinstance(expected, list | tuple) else [expected]
     for sched in schedules(name):
         got = run(sched, outs, inputs, arrays, [np.shape(e) for e in expected])

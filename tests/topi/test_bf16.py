@@ -1,4 +1,5 @@
-"""bf16 conv2d / dense of ``topi.x86.bf16`` against float64 numpy references.
+"""bf16 conv2d of ``topi.x86.bf16`` against float64 numpy references (dense:
+test_dense_bf16.py).
 
 Tolerances, stated per check:
 
@@ -77,6 +78,28 @@ def test_rounding_to_bf16_is_nearest_even_in_numpy_and_c():
     assert np.array_equal(back_c.numpy(), B.np_from_bf16_bits(r.numpy()), equal_nan=True)
 
 
+def test_rounding_to_bf16_vectorizes_bit_for_bit():
+    """``round_to_bf16`` is lane-wise integer arithmetic: a ``vectorize``d loop of roundings
+    (a kernel's tail writing bf16) is vector code with no call, and gives the same bits,
+    ties to even, NaNs of either sign and payload quiet, infinities and denormals too."""
+    special = np.array([0x7F800001, 0xFFFFFFFF, 0xFF800001, 0x7FC00000, 0x7F800000,
+                        0xFF800000, 0x00000001, 0x80000000, 0x3F808000, 0x3F818000,
+                        0x7F7FFFFF, 0xBF7FFFFF, 0x0007FFFF, 0x807F8000, 0x00000000,
+                        0x3F800000], np.uint32).view(np.float32)
+    rng = np.random.default_rng(1)
+    values = np.concatenate([special, rng.integers(0, 2 ** 32, 4080, dtype=np.uint64)
+                             .astype(np.uint32).view(np.float32)])
+    X = te.placeholder(values.shape, name="x")
+    R = te.compute(X.shape, lambda i: bf16_intrin.round_to_bf16(X[i]), name="r")
+    s = te.create_schedule(R.op)
+    s[R].vectorize(s[R].split(R.op.axis[0], factor=16)[1])
+    f = kiln.build(s, [X, R])
+    assert "kiln_bf16_from_f32(x" not in f.get_source() and "uint16x16" in f.get_source()
+    r = kiln.nd.empty(values.shape, "uint16")
+    f(kiln.nd.array(values), r)
+    assert np.array_equal(r.numpy(), B.np_to_bf16_bits(values))
+
+
 def test_block_shapes():
     assert B.block_shape(64, 56, amx=True) == (32, 56)  # AMX: any columns, in chunks of 32
     assert B.block_shape(512, 49, amx=True) == (32, 49)
@@ -105,37 +128,9 @@ def test_conv_tiling_of_resnet18_layers_on_two_threads():
 
 
 def test_packed_weight_layout():
-    w = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)  # dense [N=3, K=5]
-    p = B.pack_dense_weight(w)
-    assert p.shape == (3, 32)  # K padded to 32 with zeros
-    assert np.array_equal(B.np_from_bf16_bits(p[:, :5]), w) and not p[:, 5:].any()
     c = B.pack_conv2d_weight(np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2))
     assert c.shape == (2, 32)  # k = (ry * KW + rx) * 4 + c, channels padded from 3 to 4
     assert B.np_from_bf16_bits(c[1, [0, 1, 2, 3, 4]]).tolist() == [12, 16, 20, 0, 13]
-
-
-@requires_bf16
-@pytest.mark.parametrize("m,k,n,bias", [(3, 37, 40, True), (1, 64, 1000, True),
-                                        (40, 96, 32, False), ((2, 35), 64, 48, True)])
-def test_dense_bf16_matches_float64(path, m, k, n, bias):
-    """2-D data, and 3-D (``[batch, seq, K]``, a transformer's; 70 rows: AMX chunks of 32
-    and a ragged one)."""
-    rng = np.random.default_rng(1)
-    m = m if isinstance(m, tuple) else (m,)
-    x = rng.standard_normal((*m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    b = rng.standard_normal(n).astype(np.float32) if bias else np.zeros(n, np.float32)
-    packed = B.pack_dense_weight(w)
-    X = te.placeholder(x.shape, name="x")
-    W = te.placeholder(packed.shape, "uint16", name="w")
-    Bb = te.placeholder((n,), name="b")
-    out = B.dense_bf16(X, W, Bb if bias else None, n)
-    args = [X, W, Bb, out] if bias else [X, W, out]
-    f = kiln.build(B.schedule_dense_bf16(out), args)
-    y = kiln.nd.empty((*m, n))
-    arrays = [kiln.nd.array(x), kiln.nd.array(packed)] + ([kiln.nd.array(b)] if bias else [])
-    f(*arrays, y)
-    _check(y.numpy(), lambda a, c: a @ c.T, x, w, b)
 
 
 def _conv64(x: np.ndarray, w: np.ndarray, strides, pads, dil) -> np.ndarray:
@@ -196,18 +191,40 @@ DIRECT_TARGETS = {"amx": "llvm -mcpu=sapphirerapids", "avx512": "llvm -mcpu=coop
 
 def test_direct_convolutions_and_their_weight_layout():
     assert B.is_direct((64, 64, 3, 3), (1, 1)) and B.is_direct((48, 32, 5, 5), (1, 1))
-    assert not B.is_direct((64, 64, 3, 3), (2, 2))  # stride 2: im2col
-    assert not B.is_direct((64, 64, 1, 1), (1, 1))  # pointwise: a GEMM of the input
-    assert not B.is_direct((64, 3, 7, 7), (1, 1)) and not B.is_direct((20, 64, 3, 3), (1, 1))
+    assert B.is_direct((64, 64, 3, 3), (2, 2))  # strided: the input split into planes
+    assert B.is_direct((64, 64, 1, 1), (1, 1)) and B.is_direct((64, 64, 1, 1), (2, 2))
+    assert not B.is_direct((20, 64, 3, 3), (1, 1)) and not B.is_direct((64, 48, 3, 3), (1, 1))
+    # a stem's 3 channels: its 7 columns folded into the channel block (21 of 32)
+    assert B.is_direct((64, 3, 7, 7), (2, 2)) and B.folds_columns((64, 3, 7, 7))
+    assert not B.folds_columns((64, 64, 3, 3)) and not B.folds_columns((64, 12, 3, 3))
+    stem = B.pack_conv2d_weight(np.arange(64 * 3 * 7 * 7, dtype=np.float32)
+                                .reshape(64, 3, 7, 7) / 64, (2, 2))
+    assert stem.shape == (2, 7, 1, 1, 16, 32, 2)  # a 7 x 1 kernel over 32 channels
+    # output channel 1, tap (ry, rx) = (2, 4), input channel 2: folded channel 4 * 3 + 2
+    assert B.np_from_bf16_bits(stem[0, 2, 0, 0, 7, 1, 0]) == \
+        B.np_from_bf16_bits(B.np_to_bf16_bits(np.float32((((1 * 3 + 2) * 7 + 2) * 7 + 4) / 64)))
+    assert not stem[:, :, 0, 0, 11:].any()  # channels 22 to 31: zeros
     w = np.random.default_rng(5).standard_normal((48, 64, 3, 3)).astype(np.float32)
     p = B.pack_conv2d_weight(w)  # [O/16, KH, KW, C/32, 16 pairs, 16, 2]
     assert p.shape == (3, 3, 3, 2, 16, 16, 2)
     assert p[1, 2, 0, 1, 5, 7, 1] == B.np_to_bf16_bits(w[16 + 7, 32 + 2 * 5 + 1, 2, 0])
-    assert B.pack_conv2d_weight(w, (2, 2)).shape == (48, 576)
+    assert B.pack_conv2d_weight(w, (2, 2)).shape == p.shape  # the same panels, any stride
+    assert B.pack_conv2d_weight(w[:, :48], (2, 2)).shape == (48, 448)  # im2col: [O, K']
     block = bf16_intrin.ConvBlock(32, 4, 56, (3, 3), (1, 1), 2)
-    assert (block.width, block.in_rows, block.pixels) == (58, 6, 230)
+    assert (block.width, block.in_rows, block.pixels, block.phases) == (58, 6, 230, (1, 1))
     # (a, b) offsets of taps (ry, rx, channel block) = (0, 0, 1), (0, 1, 0)
     assert block.taps[1:3] == ((6 * 58 * 32, 32 * 32), (32, 2 * 32 * 32))
+    # stride 2: four planes of 3 x 29 pixels per block of 32 channels (rows 2y + py, columns
+    # 2x + px of the padded input); tap (ry, rx) = (1, 2) reads plane (1, 0) one column on
+    strided = bf16_intrin.ConvBlock(32, 2, 28, (3, 3), (1, 1), 2, strides=(2, 2))
+    assert (strided.width, strided.in_rows, strided.phases) == (29, 3, (2, 2))
+    plane = 3 * 29 * 32
+    assert strided.taps[(1 * 3 + 2) * 2] == (2 * plane + 32, (1 * 3 + 2) * 2 * 32 * 32)
+    assert strided.taps[(1 * 3 + 2) * 2 + 1][0] == (4 + 2) * plane + 32  # channel block 1
+    # a 1x1 stride-2 kernel reads one plane, the even rows and columns; a dilation of 2 at
+    # stride 2 too
+    assert bf16_intrin.ConvBlock(16, 7, 7, (1, 1), (1, 1), 1, strides=(2, 2)).phases == (1, 1)
+    assert bf16_intrin.ConvBlock(16, 7, 7, (3, 3), (2, 2), 1, strides=(2, 2)).width == 9
 
 
 @requires_bf16
@@ -220,6 +237,43 @@ def test_direct_convolutions_and_their_weight_layout():
 def test_direct_conv2d_bf16_matches_float64(kind, shape, o, k, pads, dil):
     """Stride-1 convolutions read the blocked input without im2col, on AMX tiles
     (``tdpbf16ps``) and on AVX-512 BF16 alone (``vdpbf16ps``), each target pinned."""
+    _check_direct(kind, shape, o, k, (1, 1), pads, dil)
+
+
+@requires_bf16
+@pytest.mark.parametrize("kind", DIRECT_TARGETS)
+@pytest.mark.parametrize("shape,o,k,strides,pads,dil", [
+    ((1, 64, 12, 11), 32, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # ResNet's 3x3 stride 2, odd W
+    pytest.param((1, 64, 9, 9), 48, 1, (2, 2), (0, 0, 0, 0), (1, 1),  # 1x1 stride 2: a plane
+                 marks=pytest.mark.slow),
+    pytest.param((1, 32, 10, 13), 48, 3, (2, 1), (2, 0, 1, 2), (2, 1),  # mixed strides,
+                 marks=pytest.mark.slow),                                 # dilation
+])
+def test_strided_and_pointwise_direct_conv2d_bf16_match_float64(kind, shape, o, k, strides,
+                                                                pads, dil):
+    """Strided convolutions read their input split into planes (one per residue of the
+    taps: stride 2 and 3x3, four) and pointwise ones their input as it is, each tap a
+    stride-1 read of one plane, on both micro-kernels."""
+    _check_direct(kind, shape, o, k, strides, pads, dil)
+
+
+@requires_bf16
+@pytest.mark.parametrize("kind", DIRECT_TARGETS)
+@pytest.mark.parametrize("shape,o,k,strides,pads,dil", [
+    ((1, 8, 9, 9), 16, 3, (1, 1), (1, 1, 1, 1), (1, 1)),        # 8 channels x 3 columns
+    pytest.param((1, 3, 30, 29), 64, 7, (2, 2), (3, 3, 3, 3), (1, 1),  # ResNet's stem
+                 marks=pytest.mark.slow),
+    pytest.param((2, 5, 11, 10), 32, 3, (2, 1), (2, 1, 0, 2), (1, 2),  # strides, dilation
+                 marks=pytest.mark.slow),
+])
+def test_direct_conv2d_bf16_with_folded_columns_matches_float64(kind, shape, o, k, strides,
+                                                                pads, dil):
+    """Few input channels (a stem's 3): the kernel's columns folded into the channel block
+    by the packing copy, a convolution of a ``KH x 1`` kernel over 32 channels."""
+    _check_direct(kind, shape, o, k, strides, pads, dil)
+
+
+def _check_direct(kind, shape, o, k, strides, pads, dil):
     target = DIRECT_TARGETS[kind]
     if not kiln.target.Target(target).cpu.features <= current_cpu().features:
         pytest.skip(f"this CPU cannot run {target}'s instructions")
@@ -227,7 +281,7 @@ def test_direct_conv2d_bf16_matches_float64(kind, shape, o, k, pads, dil):
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((o, shape[1], k, k)).astype(np.float32)
     b = rng.standard_normal(o).astype(np.float32)
-    source = _check_conv(x, w, b, (1, 1), pads, dil, target).get_source()
+    source = _check_conv(x, w, b, strides, pads, dil, target).get_source()
     assert "kiln_bf16_conv_" in source and "T_bf16_cols" not in source
     assert ("_tile_dpbf16ps" in source) == (kind == "amx")
 
@@ -235,9 +289,8 @@ def test_direct_conv2d_bf16_matches_float64(kind, shape, o, k, pads, dil):
 @requires_bf16
 @pytest.mark.slow
 def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypatch):
-    """An AMX block of 48 x 70 (columns: two chunks of 32 and a ragged 6), and a direct
-    convolution's, computed by the AVX-512 fallback, as in a process Linux denies the tile
-    state."""
+    """A direct convolution's AMX blocks computed by the AVX-512 fallback, as in a process
+    Linux denies the tile state (a dense layer's: test_dense_bf16.py)."""
     if not bf16_intrin.uses_amx():
         pytest.skip("this CPU has no AMX-BF16")
     granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
@@ -245,16 +298,6 @@ def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypa
     monkeypatch.setattr(bf16_intrin, "AMX_COMMON",
                         bf16_intrin.AMX_COMMON.replace(granted, "0"))
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((70, 64)).astype(np.float32)
-    w = rng.standard_normal((48, 64)).astype(np.float32)
-    packed = B.pack_dense_weight(w)
-    X = te.placeholder(x.shape, name="x")
-    W = te.placeholder(packed.shape, "uint16", name="w")
-    out = B.dense_bf16(X, W, None, 48)
-    f = kiln.build(B.schedule_dense_bf16(out), [X, W, out])
-    y = kiln.nd.empty((70, 48))
-    f(kiln.nd.array(x), kiln.nd.array(packed), y)
-    _check(y.numpy(), lambda a, c: a @ c.T, x, w, np.zeros(48))
     # a direct convolution's blocks: 61 pixels (32 + 29) x 32 channels
     x = rng.standard_normal((1, 32, 7, 7)).astype(np.float32)
     w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
@@ -329,10 +372,6 @@ def test_conv2d_bf16_reads_bf16_data_as_it_is():
 
 def test_schedules_refuse_a_cpu_without_bf16():
     with kiln.target.Target("llvm -mcpu=haswell"):
-        X = te.placeholder((2, 4), name="x")
-        W = te.placeholder(B.pack_dense_weight(np.ones((3, 4), np.float32)).shape, "uint16")
-        with pytest.raises(kiln.TVMError, match="AVX-512 BF16"):
-            B.schedule_dense_bf16(B.dense_bf16(X, W, None, 3))
         X = te.placeholder((1, 32, 8, 8), name="x")
         W = te.placeholder(B.pack_conv2d_weight(np.ones((32, 32, 3, 3), np.float32)).shape,
                            "uint16")

@@ -198,6 +198,20 @@ def test_softmax(shape, axis):
           special.log_softmax(x.astype(np.float64), axis=axis), rtol=1e-4, atol=1e-5)
 
 
+def test_softmax_row_of_partial_vectors_reduces_in_vector_lanes():
+    """A static row that is not a whole number of vectors (ViT's 197 tokens): the row's
+    maximum and sum are vectors of partial results (``rfactor``) with a tail, not a scalar
+    chain; equal to numpy."""
+    x = randn((2, 197), 23) * 4
+    X = te.placeholder(x.shape, name="X")
+    Y = topi.nn.fast_softmax(X, -1)
+    stages = {st.op.name for st in topi.x86.schedule_softmax(Y).stages}
+    assert {"T_softmax_maxelem.rf", "T_softmax_expsum.rf"} <= stages
+    (got,) = run(topi.x86.schedule_softmax, Y, [X], [x])
+    np.testing.assert_allclose(got, special.softmax(x.astype(np.float64), axis=-1),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_activations():
     x = randn((3, 4, 17), 23) * 2
     X = te.placeholder(x.shape, name="X")

@@ -103,7 +103,8 @@ def test_symbolic_block_is_guard_free_in_one_parallel_loop():
     """Over a symbolic extent the full register blocks keep no test: the rows' and the
     columns' checks are separate guards, each cut by loop partitioning; the row tail is a
     branch of the one parallel loop over the row blocks (one fork of the threads per
-    call), not a second parallel loop."""
+    call, none for a product below the parallel threshold: tested at run time), not a
+    second parallel loop."""
     s = te.var("s")
     A, B, out, sched = _product(None, s, 16, s)
     text = str(kiln.lower(sched([out]), [A, B, out]))
@@ -113,6 +114,7 @@ def test_symbolic_block_is_guard_free_in_one_parallel_loop():
     mb, _ = gemm_block("float32")
     assert text.count("parallel (") == 1
     assert f"< floordiv(s, {mb})))) {{" in text  # the tail block: a branch of that loop
+    assert "pragma_parallel_if = (" in text  # (s*16*s) >= 4 * PARALLEL_MIN_ELEMS
 
 
 def test_symbolic_scores_have_no_dead_copy_of_the_block():
@@ -125,6 +127,25 @@ def test_symbolic_scores_have_no_dead_copy_of_the_block():
     text = str(kiln.lower(sched([out]), [A, B, out]))
     assert text.count("for (k, ") == 4
     assert text.count("likely(") == 1
+
+
+@pytest.mark.slow  # the column tail's copies of the block take 2-5 s to compile
+def test_symbolic_scores_column_tail_is_a_masked_vector():
+    """``q kᵀ / 8`` over a symbolic sequence length: the block's columns past the last whole
+    vector are one vector whose loads and stores are masked (``tail="predicate"`` in C), so
+    no scalar loop over a run-time column count is left, and the product is exact at 0, 1,
+    around the vector width and at 7, 64 and 500 columns."""
+    s = te.var("s")
+    A, B, out, sched = _product(None, s, 64, s, scale=True)
+    mod = kiln.build(sched([out]), [A, B, out])
+    src = mod.get_source()
+    assert "kiln_mask_load_float" in src and "kiln_mask_store_float" in src
+    assert "j_inner_inner" not in src and "i1_inner_inner_inner" not in src
+    width = gemm_block("float32")[1] // 2
+    for size in sorted({0, 1, 2, width - 1, width, width + 1, 7, 64, 500}):
+        a, b = randn((size, 64), size), randn((64, size), size + 1)
+        np.testing.assert_allclose(_run(mod, a, b, (size, size)), _reference(a, b, False, False)
+                                   / 8.0, rtol=1e-4, atol=1e-4, err_msg=f"s = {size}")
 
 
 @settings(max_examples=10)

@@ -2,6 +2,8 @@
 register-blocked kernel over any row count (symbolic included) and its fused epilogue;
 against numpy in float64."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -46,12 +48,29 @@ def test_pack_dense_weight_pads_the_last_panel():
     np.testing.assert_array_equal(p[0].T, w[:4])
 
 
-@pytest.mark.parametrize("vector_bytes, nb, mb", [(64, 32, 8), (32, 16, 6)])
+@pytest.mark.parametrize("vector_bytes, nb, mb", [(64, 64, 6), (32, 16, 6)])
 def test_blocks_follow_the_target_vectors(monkeypatch, vector_bytes, nb, mb):
+    """AVX-512: panels of 4 vectors, 6 rows; AVX2 (16 registers): 2 vectors, 6 rows."""
     monkeypatch.setenv("KILN_VECTOR_BYTES", str(vector_bytes))
+    width = vector_bytes // 4
     assert packed_dense.dense_pack_block(768) == nb
-    assert packed_dense.dense_pack_block(nb // 2) == nb // 2  # one register of units
+    assert packed_dense.dense_pack_block(width) == width  # one register of units
     assert packed_dense.dense_pack_rows(nb) == mb
+
+
+@pytest.mark.parametrize("units, nb", [(3072, 64), (1000, 64), (100, 64), (40, 64),
+                                       (32, 32), (96, 32), (160, 32)])
+def test_wide_panels_pad_no_more_than_narrow_ones(monkeypatch, units, nb):
+    """Four vectors (AVX-512) only where the last panel pads no more than two vectors'."""
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "64")
+    assert packed_dense.dense_pack_block(units) == nb
+
+
+def test_repack_dense_weight():
+    w = randn((40, 5), 0)
+    packed = packed_dense.pack_dense_weight(w, 32)
+    np.testing.assert_array_equal(packed_dense.repack_dense_weight(packed, 40, 16),
+                                  packed_dense.pack_dense_weight(w, 16))
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 64, 40),  # one row, a partial panel
@@ -136,7 +155,7 @@ def test_dense_pack_in_head_layouts(split, axes, data_heads):
     b, s, h, d = split
     m, n = b * s, h * d
     k = n if data_heads else 24
-    nb = packed_dense.dense_pack_block(n)
+    nb = math.gcd(packed_dense.dense_pack_block(n), d)  # panels within a head
     out_layout = packed_dense.HeadLayout(split, axes)
     data_layout = packed_dense.HeadLayout(split, (0, 2, 1, 3)) if data_heads else None
     A = te.placeholder(data_layout.shape if data_heads else (m, k), name="A")

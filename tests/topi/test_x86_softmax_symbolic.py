@@ -6,6 +6,8 @@ loop."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy import special
@@ -13,7 +15,7 @@ from scipy import special
 import kiln
 from kiln import te, topi
 from kiln.target import Target
-from kiln.topi.x86._common import lanes
+from kiln.topi.x86._common import PARALLEL_MIN_ELEMS, lanes
 from kiln.topi.x86.softmax import ROW_BLOCK
 
 from .common import randn
@@ -21,9 +23,12 @@ from .common import randn
 
 def _edge_sizes() -> list[int]:
     """0, 1, one less than, equal to and one more than the vector width and the row block,
-    and a large size with a tail."""
+    a large size with a tail, and both sides of the size from which the rows run in
+    parallel (``n * n >= PARALLEL_MIN_ELEMS``: serial below, docs/dynamic.md)."""
     w = lanes("float32")
-    return sorted({0, 1, w - 1, w, w + 1, ROW_BLOCK - 1, ROW_BLOCK, ROW_BLOCK + 1, 5 * w + 3})
+    side = math.isqrt(PARALLEL_MIN_ELEMS)
+    return sorted({0, 1, w - 1, w, w + 1, ROW_BLOCK - 1, ROW_BLOCK, ROW_BLOCK + 1, 5 * w + 3,
+                   side - 1, side})
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +112,8 @@ def test_symbolic_softmax_row_is_vector_code_in_one_parallel_loop(scores_softmax
     assert "T_softmax_exp[ramp(" in text  # the exponentials stored a vector at a time
     assert text.count("parallel (") == 1
     assert f"floordiv((n + {ROW_BLOCK - 1}), {ROW_BLOCK})" in text
+    # the threads fork only for a large enough score matrix (tests/topi/test_x86_parallel_when.py)
+    assert f"if (((n * n) >= {PARALLEL_MIN_ELEMS})) {{" in src
 
 
 def test_layer_norm_over_symbolic_rows():
@@ -118,8 +125,10 @@ def test_layer_norm_over_symbolic_rows():
     Y = topi.nn.layer_norm(X, g, b, axis=[-1])
     lowered, mod = _build(Y, [X, g, b, Y])
     assert str(lowered).count("parallel (") == 1
+    # forked from PARALLEL_MIN_ELEMS elements on (256 rows of 64), tested at run time
+    assert "pragma_parallel_if" in str(lowered)
     gamma, beta = randn((64,), 1), randn((64,), 2)
-    for size in (0, 1, 7, 17):
+    for size in (0, 1, 7, 17, 300):
         x = randn((size, 64), size).astype(np.float64)
         ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
         np.testing.assert_allclose(_call(mod, [x.astype(np.float32), gamma, beta], (size, 64)),

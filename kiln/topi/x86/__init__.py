@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..utils import all_ops, as_list
 from ._common import lanes, vector_registers
 from .batch_matmul import schedule_batch_matmul, schedule_matmul
-from .bf16 import schedule_conv2d_bf16, schedule_dense_bf16
+from .bf16 import schedule_conv2d_bf16
 from .conv2d import (
     schedule_conv2d_nchw,
     schedule_conv2d_NCHWc,
@@ -22,6 +22,7 @@ from .conv2d import (
     schedule_group_conv2d_nchw,
 )
 from .dense import schedule_dense
+from .dense_bf16 import schedule_dense_bf16
 from .injective import (
     schedule_batch_norm,
     schedule_broadcast,

@@ -6,11 +6,14 @@ The machine facts (vector width, vector registers) are the current target's
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 
 from kiln.ir import dtype as dt
-from kiln.ir.expr import Call
+from kiln.ir.expr import Call, PrimExpr
 from kiln.ir.functor import post_order_visit
+from kiln.ir.op import convert
 from kiln.target import current_cpu
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 
@@ -78,6 +81,28 @@ def worth_parallel(op: Operation) -> bool:
     """Whether ``op`` has enough work for a parallel loop (unknown sizes: yes)."""
     w = work(op)
     return w is None or w >= PARALLEL_MIN_ELEMS * 4
+
+
+def work_expr(op: Operation, reduction: bool = True) -> PrimExpr:
+    """:func:`work` (or, without ``reduction``, :func:`numel`) as an expression of the
+    symbolic dimensions."""
+    extents = list(op.output(0).shape)
+    if reduction:
+        extents += [iv.dom.extent for iv in getattr(op, "reduce_axis", [])]
+    return functools.reduce(operator.mul, extents, convert(1))
+
+
+def parallel_when(stage, axis, amount: PrimExpr, least: int) -> None:
+    """Run ``axis`` of ``stage`` in parallel, forking the threads only when ``amount`` (the
+    work, an expression of the symbolic dimensions) reaches ``least`` at run time; below,
+    the loop runs in the calling thread (``pragma parallel_if``: an OpenMP fork costs about
+    a microsecond even on one thread, more than a small kernel's whole work)."""
+    if is_const_int(amount):
+        if get_const_int(amount) >= least:
+            stage.parallel(axis)
+        return
+    stage.parallel(axis)
+    stage.pragma(axis, "parallel_if", amount >= least)
 
 
 def largest_divisor(n: int, limit: int) -> int:

@@ -22,7 +22,9 @@ emits, and the 2-D ``[M, K] x [K, N]``; ``transpose_a`` too)::
 * the batch runs in parallel when it has a block for every thread, else the row blocks;
   a symbolic row count's tail block is a branch of that one parallel loop
   (``kiln.tir.loop_partition`` cuts a parallel loop of symbolic extent inside its body), so
-  a call forks the threads once;
+  a call forks the threads once, and over symbolic sizes only when the product's work
+  reaches ``4 * PARALLEL_MIN_ELEMS`` at run time (:func:`._common.parallel_when`: a short
+  sequence runs in the calling thread, as a small static product does);
 * an epilogue of the same shape (attention's ``/ sqrt(d)``, a bias, an activation) is
   computed from the block before it is stored;
 * a dimension the block does not divide, or a symbolic one, is split with a tail strategy
@@ -35,8 +37,11 @@ emits, and the 2-D ``[M, K] x [K, N]``; ``transpose_a`` too)::
   bound is a constant, which the C compiler turns into masked or fully unrolled vector
   code; with a run-time bound it compiles that guard to scalar code (a 500 x 64 x 500
   product over a symbolic size then took 7x the time of its static build), so a symbolic
-  column count gets ``"predicate"``'s remainder loop instead (1.4x; the whole vectors of
-  the tail still vectorized). The strategies are fixed
+  column count gets ``"predicate"``'s remainder instead: the whole vectors of the tail,
+  then one vector whose loads of ``B`` and of the block and whose stores are masked (the
+  C backend's masked tail), so the block is vector code for every column count (at 500
+  columns 0.8x the static build's time, at 7 about half the scalar remainder's; the
+  accumulators of that last vector stay in memory). The strategies are fixed
   by this rule, not by the cost model's ``tail="auto"``: what matters is that the rows'
   and the columns' strategies differ, which a choice per split cannot see, and how the C
   compiler treats each tail, which the model does not describe.
@@ -57,13 +62,15 @@ from kiln.te.tensor import Operation
 
 from ..utils import as_list, get_const_int, is_const_int
 from ._common import (
+    PARALLEL_MIN_ELEMS,
     find_anchor,
     inline_injective,
     is_pow2,
     lanes,
     num_threads,
+    parallel_when,
     vector_registers,
-    worth_parallel,
+    work_expr,
 )
 from .dense import _dot_plan  # the plan along k, dense's (module docstring)
 from .injective import schedule_injective_from_existing
@@ -158,8 +165,7 @@ def _schedule_gemm(s: te.Schedule, outs: list[te.Tensor], op: Operation) -> None
     mo, mi = top.split(m, factor=mb, tail=ROW_TAIL)
     no, ni = top.split(n, factor=nb)
     top.reorder(*batch, mo, no, mi, ni)
-    if worth_parallel(op):
-        top.parallel(_parallel_axis(batch, mo))
+    parallel_when(top, _parallel_axis(batch, mo), work_expr(op), 4 * PARALLEL_MIN_ELEMS)
     _vectorize_columns(top, _block_columns(top, ni, nb, columns is not None), width)
     cs = s[inner]
     cs.compute_at(top, no)

@@ -1,8 +1,9 @@
-"""bf16 convolution and dense for x86: bfloat16 operands, float32 accumulation and output.
+"""bf16 convolution for x86: bfloat16 operands, float32 accumulation and output (dense
+layers: :mod:`.dense_bf16`, which shares the rounding helpers here).
 
-Both computes take float32 data (a convolution also bf16 bits, ``uint16``, taken as they
-are) and a weight packed once, at compile time, into bf16 bits (``uint16``;
-:func:`pack_conv2d_weight`, :func:`pack_dense_weight`). Inside the kernel packing stages
+The compute takes float32 data (or bf16 bits, ``uint16``, taken as they are) and a weight
+packed once, at compile time, into bf16 bits (``uint16``; :func:`pack_conv2d_weight`).
+Inside the kernel packing stages
 round the data to bf16 (to nearest even) into the layout the bf16 dot-product
 instructions read; products of bf16 values are exact in float32 and summed in float32; the
 output (plus the float32 bias) is float32, so the graph's elementwise tails stay float32.
@@ -10,14 +11,18 @@ output (plus the float32 bias) is float32, so the graph's elementwise tails stay
 Convolution (NCHW or blocked ``NCHW{b}c`` in, NCHW out, or ``NCHW{b}c`` for a direct one;
 any stride, padding and dilation, ``groups == 1``), in one of two forms:
 
-* **direct** (:func:`is_direct`: stride 1, a kernel larger than 1x1, input channels a
-  multiple of 32, output channels of 16): a padded copy of the input in the blocked bf16
-  layout ``[N, C/32, H', W', 32]`` (each pixel's 32 channels side by side: one AMX tile
-  row), read as it is by the micro-kernel over (tap, channel block): no im2col matrix. The
+* **direct** (:func:`is_direct`: input channels a multiple of 32, output channels of 16,
+  any kernel and stride): a padded copy of the input in the blocked bf16 layout ``[N,
+  C/32, phases, H', W', 32]`` (each pixel's 32 channels side by side: one AMX tile row; a
+  strided input split into the planes of its strides, so that each tap reads one plane at
+  stride 1), read as it is by the micro-kernel over (tap, channel block): no im2col matrix
+  (a 1x1 layer: one tap, its input copied as it is, subsampled where strided). The
   weight is ``[O/ob, KH, KW, C/32, 16, ob, 2]`` (``ob`` = :func:`output_block`); the
   accumulator ``[N, O/ob, ob, OH, OW]`` (``[N, O/ob, OH, OW, ob]``, the micro-kernel's
-  ``pixels x channels`` as they are, for a blocked output), one call of the micro-kernel
-  per tile of output rows and ``ob`` channels (:class:`.bf16_intrin.ConvBlock`);
+  ``pixels x channels`` as they are, for a blocked output, whose tail is then vectorized
+  over its 16 channels, a rounding to bf16 included: :func:`.bf16_intrin.round_to_bf16`
+  is lane-wise), one call of the micro-kernel per tile of output rows and ``ob`` channels
+  (:class:`.bf16_intrin.ConvBlock`);
 * **im2col** (the others): the weight ``[O, K']``, one row per output channel, the
   reduction padded with zeros to ``K'``, a multiple of 32 (:func:`aligned_reduction`); a
   padded bf16 copy of the input with each row's channel pairs interleaved (``[N, H',
@@ -30,10 +35,9 @@ any stride, padding and dilation, ``groups == 1``), in one of two forms:
 Either way the output rows are contiguous in the accumulator, and the convolution's
 schedule runs all of it in one parallel loop over tiles of output rows
 (:func:`conv_tiling`), each task packing the input rows its tile reads into buffers of its
-own. Dense: ``[..., K] x [N, K]^T`` as an im2col convolution (``acc[0, n, m]``, ``m`` over
-the leading dimensions), the data rounded in one stage.
+own.
 
-The schedules (:func:`schedule_conv2d_bf16`, :func:`schedule_dense_bf16`) need AVX-512 BF16
+The schedule (:func:`schedule_conv2d_bf16`) needs AVX-512 BF16
 (:func:`.bf16_intrin.check_bf16_cpu` raises otherwise).
 """
 
@@ -57,6 +61,7 @@ from .bf16_intrin import (
     bf16_gemm_intrin,
     bf16_gemm_source,
     check_bf16_cpu,
+    direct_sum,
     round_to_bf16,
     to_float32,
     uses_amx,
@@ -104,9 +109,13 @@ def pack_conv2d_weight(w_oihw: np.ndarray, strides=(1, 1)) -> np.ndarray:
     padded to ``C_even``."""
     o, c, kh, kw = w_oihw.shape
     if is_direct(w_oihw.shape, strides):
+        w = np.asarray(w_oihw, np.float32)
+        if folds_columns(w.shape):  # [O, 32, KH, 1]: channel rx * C + c of column rx
+            w, c, kw = np.zeros((o, CHANNEL_BLOCK, kh, 1), np.float32), CHANNEL_BLOCK, 1
+            w[:, :_row_values(w_oihw.shape), :, 0] = np.asarray(w_oihw, np.float32).transpose(
+                0, 3, 1, 2).reshape(o, -1, kh)
         ob = output_block(o)
-        w = np.asarray(w_oihw, np.float32).reshape(o // ob, ob, c // CHANNEL_BLOCK,
-                                                   CHANNEL_BLOCK // 2, 2, kh, kw)
+        w = w.reshape(o // ob, ob, c // CHANNEL_BLOCK, CHANNEL_BLOCK // 2, 2, kh, kw)
         return np_to_bf16_bits(np.ascontiguousarray(w.transpose(0, 5, 6, 2, 3, 1, 4)))
     w = np.zeros((o, c + c % 2, kh, kw), np.float32)
     w[:, :c] = w_oihw
@@ -115,24 +124,36 @@ def pack_conv2d_weight(w_oihw: np.ndarray, strides=(1, 1)) -> np.ndarray:
 
 def is_direct(weight_shape, strides) -> bool:
     """Whether a convolution of an ``OIHW`` weight of ``weight_shape`` reads its input
-    directly, in the blocked layout (``[C/32, H', W', 32]``), without an im2col matrix:
-    stride 1 (each tap's pixels are consecutive in the padded rows), a kernel larger than
-    1x1 (a pointwise one is a GEMM of the input as it is), input channels a multiple of
-    :data:`.bf16_intrin.CHANNEL_BLOCK` and output channels of 16."""
-    o, c, kh, kw = weight_shape
-    return tuple(strides) == (1, 1) and (kh, kw) != (1, 1) and c % CHANNEL_BLOCK == 0 \
-        and o % 16 == 0
+    directly, in the blocked layout (``[C/32, phases, H', W', 32]``: a strided input split
+    into planes, :class:`.bf16_intrin.ConvBlock`), without an im2col matrix: input channels
+    a multiple of :data:`.bf16_intrin.CHANNEL_BLOCK` and output channels of 16, any kernel
+    (1x1 too) and stride."""
+    o, c, _, _ = weight_shape
+    del strides  # every stride: a strided input is split into planes
+    return o % 16 == 0 and (c % CHANNEL_BLOCK == 0 or folds_columns(weight_shape))
+
+
+def folds_columns(weight_shape) -> bool:
+    """Whether a direct convolution of an ``OIHW`` weight of ``weight_shape`` folds its
+    kernel's columns into the channel block (a stem's 3 channels): input channels not a
+    multiple of :data:`.bf16_intrin.CHANNEL_BLOCK` whose ``KW x C`` values fit one block.
+    Its packing copy puts the ``KW`` columns a pixel reads side by side (channel ``rx * C
+    + c``, the rest of the block zeros): a convolution of a ``KH x 1`` kernel over 32
+    channels, the tile rows 21 of 32 values full for a 7x7 kernel of 3 channels where
+    zero-padded channels would fill 3."""
+    _, c, _, kw = weight_shape
+    return c % CHANNEL_BLOCK != 0 and _row_values(weight_shape) <= CHANNEL_BLOCK
+
+
+def _row_values(weight_shape) -> int:
+    """``C x KW`` of an ``OIHW`` weight shape: the values of one output pixel's kernel row."""
+    return weight_shape[1] * weight_shape[3]
 
 
 def output_block(channels: int) -> int:
     """The output channels of a direct convolution's micro-kernel call: 32 (two AMX tiles,
     two zmm vectors) where they divide ``channels``, else 16."""
     return 32 if channels % 32 == 0 else 16
-
-
-def pack_dense_weight(w_nk: np.ndarray) -> np.ndarray:
-    """A dense ``[N, K]`` float weight as the packed bf16 operand ``[N, K']``."""
-    return _pack_rows(np.asarray(w_nk, np.float32))
 
 
 def _check_packed(packed: te.Tensor, k: int, n: int, what: str) -> None:
@@ -185,7 +206,18 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
     shape = (n, channels, oh, ow)
     if is_direct((channels, c, kh, kw), strides):
         ob = output_block(channels)
-        want = (channels // ob, kh, kw, c // CHANNEL_BLOCK, CHANNEL_BLOCK // 2, ob, 2)
+        in_block = get_const_tuple(data.shape)[4] if len(data.shape) == 5 else 0
+        source = (n, c, h, w, read)
+        if folds_columns((channels, c, kh, kw)):  # a convolution of KH x 1 over 32 channels
+            if data.dtype != "uint16":  # rounded once, not once per tap reading it
+                rounded = te.compute(data.shape, lambda *i: round_to_bf16(data(*i)),
+                                     name="T_bf16_rounded", tag="injective")
+                n, c, h, w, read = _nchw_reader(rounded)
+            source = (n, CHANNEL_BLOCK, h, ow,
+                      _folded_columns(read, c, kw, w, (sw, dw, left), "uint16"))
+            kw, in_block, padding = 1, 0, (top, 0, bottom, 0)
+            strides, dilation = (sh, 1), (dh, 1)
+        want = (channels // ob, kh, kw, source[1] // CHANNEL_BLOCK, CHANNEL_BLOCK // 2, ob, 2)
         if tuple(get_const_tuple(packed.shape)) != want:
             raise ValueError(f"conv2d_bf16: the packed weight {get_const_tuple(packed.shape)} "
                              f"is not the direct layout {want} of {c} -> {channels} channels "
@@ -195,10 +227,11 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
                 raise NotImplementedError(f"conv2d_bf16: an NCHW{out_block}c output of a "
                                           f"direct convolution computing {ob} channels at a "
                                           f"time (only blocks dividing {ob})")
-            acc = _direct(data, packed, padding, (oh, ow), dilation, channels_last=True)
+            acc = _direct(source, in_block, packed, padding, (oh, ow), strides, dilation,
+                          channels_last=True)
             return _blocked_output(lambda b, f, y, x: acc[b, f // ob, y, x, f % ob], bias,
                                    shape, out_block)
-        acc = _direct(data, packed, padding, (oh, ow), dilation)
+        acc = _direct(source, in_block, packed, padding, (oh, ow), strides, dilation)
         return _conv_output(lambda b, f, y, x: acc[b, f // ob, f % ob, y, x], bias, shape)
     if out_block:
         raise NotImplementedError("conv2d_bf16: a blocked NCHW{b}c output of an im2col "
@@ -233,43 +266,61 @@ def conv2d_bf16_nchw(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
     return _conv_output(lambda b, f, y, x: acc[b, f, y * ow + x], bias, shape)
 
 
-def _direct(data: te.Tensor, packed: te.Tensor, padding, out_hw: tuple[int, int],
-            dilation, channels_last: bool = False) -> te.Tensor:
+def _folded_columns(read, c: int, kw: int, w: int, columns: tuple[int, int, int], dtype):
+    """``read(b, i, y, x)`` of a convolution whose kernel columns are folded into the
+    channels (:func:`folds_columns`): input channel ``i % c`` at the column that tap ``rx =
+    i // c`` of output column ``x`` reads (``columns``: the stride, dilation and left
+    padding of the columns), zero past the ``KW x C`` values and in the padding."""
+    stride, dilation, left = columns
+
+    def at(b, i, y, x):
+        col = x * stride + i // c * dilation - left
+        inside = tir.all(i < c * kw, col >= 0, col < w)
+        return tir.if_then_else(inside, read(b, i % c, y, tir.min(tir.max(col, 0), w - 1)),
+                                tir.const(0, dtype))
+
+    return at
+
+
+def _direct(source, in_block: int, packed: te.Tensor, padding, out_hw: tuple[int, int],
+            strides, dilation, channels_last: bool = False) -> te.Tensor:
     """The accumulator of a direct convolution (:func:`is_direct`), ``[N, O/ob, ob, OH,
-    OW]`` float32 (``[N, O/ob, OH, OW, ob]`` where ``channels_last``): ``acc[b, o, j, y,
-    x] = sum_{ry, rx, c} W[o*ob + j, c, ry, rx] * blocked[b, c/32, y + ry*dh, x + rx*dw,
-    c%32]``, read from the input (NCHW or ``NCHW{b}c``) padded with zeros into the blocked
-    bf16 layout ``[N, C/32, H', W', 32]`` (``T_bf16_blocked``: each pixel's 32 channels
-    side by side, an AMX tile row; from a blocked input a copy of runs of channels)."""
-    n, c, h, w, read = _nchw_reader(data)
-    in_block = get_const_tuple(data.shape)[4] if len(data.shape) == 5 else 0
-    ob_count, kh, kw, cblocks, half, ob, _ = get_const_tuple(packed.shape)
-    top, left, bottom, right = padding
-    dh, dw = dilation
-    blocked = te.compute(
-        (n, cblocks, h + top + bottom, w + left + right, CHANNEL_BLOCK),
-        lambda b, q, y, x, i: tir.if_then_else(
-            tir.all(y >= top, y < top + h, x >= left, x < left + w),
-            _as_bf16(read(b, q * CHANNEL_BLOCK + i, y - top, x - left)),
-            tir.const(0, "uint16")),
-        name="T_bf16_blocked", tag="injective", attrs={"in_block": in_block})
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
-    cb = te.reduce_axis((0, cblocks), name="cb")
-    k2 = te.reduce_axis((0, half), name="k2")
-    p = te.reduce_axis((0, 2), name="p")
+    OW]`` float32 (``[N, O/ob, OH, OW, ob]`` where ``channels_last``): ``acc[b, o, j, y, x]
+    = direct_sum(blocked[b], W[o], j, y, x)`` (:func:`.bf16_intrin.direct_sum`), read from
+    the input (NCHW or ``NCHW{b}c``) padded with zeros and split into the planes of its
+    strides (:class:`.bf16_intrin.ConvBlock`) in the blocked bf16 layout ``[N, C/32,
+    phases, H', W', 32]`` (``T_bf16_blocked``: each pixel's 32 channels side by side, an
+    AMX tile row; from a blocked input, ``in_block`` channels side by side, a copy of runs
+    of channels). ``source`` is ``(n, c, h, w, read)`` (:func:`_nchw_reader`)."""
+    n, c, h, w, read = source
+    ob_count, kh, kw, cblocks, _, ob, _ = get_const_tuple(packed.shape)
+    top, left, _, _ = padding
+    sh, sw = strides
+    # the geometry of a block of all rows: its planes' shape
+    whole = ConvBlock(ob, out_hw[0], out_hw[1], (kh, kw), tuple(dilation), cblocks,
+                      channels_last, (sh, sw))
+    ph, pw = whole.phases
 
-    def value(b, o, j, y, x):
-        return te.sum(to_float32(blocked[b, cb, y + ry * dh, x + rx * dw, 2 * k2 + p])
-                      * to_float32(packed[o, ry, rx, cb, k2, j, p]), axis=[ry, rx, cb, k2, p])
+    def plane(b, q, phase, y, x, i):
+        py = 0 if ph == 1 else phase // pw if pw > 1 else phase
+        px = 0 if pw == 1 else phase % pw
+        row, col = y * sh + py - top, x * sw + px - left
+        return tir.if_then_else(tir.all(row >= 0, row < h, col >= 0, col < w),
+                                _as_bf16(read(b, q * CHANNEL_BLOCK + i, row, col)),
+                                tir.const(0, "uint16"))
 
-    attrs = {"kernel": (kh, kw), "dilation": (dh, dw), "channels_last": channels_last}
+    blocked = te.compute((n, cblocks, ph * pw, whole.in_rows, whole.width, CHANNEL_BLOCK),
+                         plane, name="T_bf16_blocked", tag="injective",
+                         attrs={"in_block": in_block})
+    attrs = {"kernel": (kh, kw), "dilation": tuple(dilation), "strides": (sh, sw),
+             "channels_last": channels_last}
     if channels_last:
-        return te.compute((n, ob_count, *out_hw, ob),
-                          lambda b, o, y, x, j: value(b, o, j, y, x),
-                          name="T_conv2d_bf16_acc", tag="conv2d_bf16", attrs=attrs)
-    return te.compute((n, ob_count, ob, *out_hw), value, name="T_conv2d_bf16_acc",
-                      tag="conv2d_bf16", attrs=attrs)
+        return te.compute((n, ob_count, *out_hw, ob), lambda b, o, y, x, j: direct_sum(
+            blocked, packed, j, y, x, whole, (b,), (o,)),
+            name="T_conv2d_bf16_acc", tag="conv2d_bf16", attrs=attrs)
+    return te.compute((n, ob_count, ob, *out_hw), lambda b, o, j, y, x: direct_sum(
+        blocked, packed, j, y, x, whole, (b,), (o,)),
+        name="T_conv2d_bf16_acc", tag="conv2d_bf16", attrs=attrs)
 
 
 def _conv_output(value, bias: te.Tensor | None, shape: tuple) -> te.Tensor:
@@ -309,45 +360,6 @@ def _rows_of_pairs(batch: int, k: int, m: int, read, name: str, attrs: dict) -> 
         lambda b, k2, j, p: tir.if_then_else(
             2 * k2 + p < k, _as_bf16(read(b, tir.min(2 * k2 + p, k - 1), j)), zero),
         name=name, tag="injective", attrs=attrs)
-
-
-def dense_bf16(data: te.Tensor, packed: te.Tensor, bias: te.Tensor | None,
-               units: int) -> te.Tensor:
-    """``[..., K] x [N, K]^T + bias[N]`` (``N = units``; the leading dimensions of ``data``
-    taken as one ``M``: a transformer's ``[batch, seq, K]``) in bf16 with float32
-    accumulation, the weight from :func:`pack_dense_weight`. Float32 ``[..., N]`` out."""
-    *lead, k = get_const_tuple(data.shape)
-    m = int(np.prod(lead, dtype=np.int64))
-    _check_packed(packed, k, units, "dense_bf16")
-
-    def read(_, i, j):
-        return data[(*_unravel(j, lead), i)]
-
-    rows = _rows_of_pairs(1, k, m, read, "T_bf16_rows", {})
-    acc = _gemm(packed, rows, "T_dense_bf16_acc", "dense_bf16")
-    shape = (*lead, units)
-    if bias is None:
-        return te.compute(shape, lambda *i: acc[0, i[-1], _ravel(i[:-1], lead)],
-                          name="T_dense_bf16", tag="injective")
-    return te.compute(shape, lambda *i: acc[0, i[-1], _ravel(i[:-1], lead)] + bias[i[-1]],
-                      name="T_dense_bf16", tag="broadcast")
-
-
-def _ravel(index, shape) -> tir.PrimExpr:
-    """The row-major flat index of ``index`` in ``shape``."""
-    flat = index[0]
-    for i, n in zip(index[1:], shape[1:], strict=True):
-        flat = flat * n + i
-    return flat
-
-
-def _unravel(flat, shape) -> list:
-    """The row-major index in ``shape`` of the flat index ``flat``."""
-    index = []
-    for n in reversed(shape[1:]):
-        index.append(flat % n)
-        flat = flat // n
-    return [flat, *reversed(index)]
 
 
 def block_shape(rows: int, cols: int, amx: bool) -> tuple[int, int]:
@@ -394,7 +406,7 @@ def conv_tiling(channels: int, oh: int, ow: int, threads: int, amx: bool, halo: 
 
 
 #: the packing stages the schedules place themselves (the others are inlined)
-_PACKING = ("T_bf16_padded", "T_bf16_cols", "T_bf16_rows", "T_bf16_blocked")
+_PACKING = ("T_bf16_padded", "T_bf16_cols", "T_bf16_blocked", "T_bf16_rounded")
 
 
 def _stages(outs: list[te.Tensor], tag: str):
@@ -414,22 +426,17 @@ def _stages(outs: list[te.Tensor], tag: str):
     return s, packing, acc
 
 
-def _tensorize(s: te.Schedule, acc, mr: int, nr: int, parallel: bool) -> None:
+def _tensorize(s: te.Schedule, acc, mr: int, nr: int) -> None:
     """Tensorize the ``[batch, channels, pixels]`` accumulator ``acc`` in ``mr x nr``
     blocks (:func:`block_shape`): loops over the batch, the channel blocks and the pixel
-    blocks (fused and parallel if ``parallel``: a thread's consecutive blocks share the
-    weight rows), then the micro-kernel over the block and the whole reduction."""
+    blocks, then the micro-kernel over the block and the whole reduction."""
     kp = get_const_tuple(acc.input_tensors[0].shape)[1]
     b, f, m = s[acc].op.axis
     fo, fi = s[acc].split(f, factor=mr)
     mo, mi = s[acc].split(m, factor=nr)
     s[acc].reorder(b, fo, mo, fi, mi, *s[acc].op.reduce_axis)
-    outer = fo
-    if parallel:
-        outer = s[acc].fuse(b, fo, mo)
-        s[acc].parallel(outer)
     s[acc].tensorize(fi, bf16_gemm_intrin(mr, nr, kp // 2))
-    s[acc].pragma(outer, "import_c", bf16_gemm_source(mr, nr))
+    s[acc].pragma(fo, "import_c", bf16_gemm_source(mr, nr))
 
 
 def _conv_tasks(s: te.Schedule, out: te.Tensor, channels: int, rows: int, groups: int,
@@ -446,6 +453,8 @@ def _conv_tasks(s: te.Schedule, out: te.Tensor, channels: int, rows: int, groups
     s[out].reorder(b, yo, g, fm, fr, yi, x, *lanes)
     task = s[out].fuse(b, yo, g)
     s[out].parallel(task)
+    if lanes:
+        s[out].vectorize(lanes[0])
     return task, fm
 
 
@@ -458,16 +467,20 @@ def _schedule_direct(s: te.Schedule, out: te.Tensor, acc: te.ComputeOp,
     shape = get_const_tuple(acc.output(0).shape)
     _, ob_count, oh, ow, ob = shape if channels_last else (*shape[:2], *shape[3:], shape[2])
     cblocks = get_const_tuple(blocked.output(0).shape)[1]
-    kernel, dilation = acc.attrs["kernel"], acc.attrs["dilation"]
+    kernel, dilation, strides = (acc.attrs[k] for k in ("kernel", "dilation", "strides"))
+    whole = ConvBlock(ob, oh, ow, kernel, dilation, cblocks, channels_last, strides)
     rows, groups, _, _ = conv_tiling(ob_count * ob, oh, ow, num_threads(), amx,
-                                     (kernel[0] - 1) * dilation[0], block=ob)
+                                     whole.in_rows - oh, block=ob)
     task, fm = _conv_tasks(s, out, ob_count * ob, rows, groups, ob)
     s[blocked].compute_at(s[out], task)
     in_block = blocked.attrs["in_block"]
     if in_block and CHANNEL_BLOCK % in_block == 0:  # runs of the input's channel blocks
-        s[blocked].split(s[blocked].op.axis[4], factor=in_block)
+        s[blocked].vectorize(s[blocked].split(s[blocked].op.axis[5], factor=in_block)[1])
+    elif not in_block:  # an NCHW input: along its rows, a transpose of each row
+        s[blocked].reorder(*s[blocked].op.axis[:4], s[blocked].op.axis[5],
+                           s[blocked].op.axis[4])
     s[acc].compute_at(s[out], fm)
-    block = ConvBlock(ob, rows, ow, kernel, dilation, cblocks, channels_last)
+    block = ConvBlock(ob, rows, ow, kernel, dilation, cblocks, channels_last, strides)
     if channels_last:
         _, _, y, _, _ = s[acc].op.axis
         s[acc].storage_align(y, block.width * ob, 0)
@@ -495,6 +508,9 @@ def schedule_conv2d_bf16(outs) -> te.Schedule:
     s, packing, acc = _stages(outs, "conv2d_bf16")
     out = outs[0]
     amx = uses_amx(current_cpu())
+    if "T_bf16_rounded" in packing:  # a folded convolution's float32 input, rounded apart
+        rounded = packing["T_bf16_rounded"]
+        s[rounded].parallel(s[rounded].fuse(*s[rounded].op.axis[:-1]))
     if "T_bf16_blocked" in packing:
         _schedule_direct(s, out, acc, packing["T_bf16_blocked"], amx)
         return s
@@ -510,24 +526,10 @@ def schedule_conv2d_bf16(outs) -> te.Schedule:
     cy, cx = s[cols].split(s[cols].op.axis[2], factor=ow)
     s[cols].reorder(s[cols].op.axis[0], cy, s[cols].op.axis[1], cx)
     s[acc].compute_at(s[out], fm)
-    _tensorize(s, acc, mr, nr, parallel=False)
-    return s
-
-
-def schedule_dense_bf16(outs) -> te.Schedule:
-    """Schedule of :func:`dense_bf16` and its elementwise tail: the rounded rows, then the
-    accumulator tensorized (:func:`_tensorize`), then the output rows, each parallel."""
-    check_bf16_cpu(what="schedule_dense_bf16")
-    outs = as_list(outs)
-    s, packing, acc = _stages(outs, "dense_bf16")
-    rows = packing["T_bf16_rows"]
-    s[rows].parallel(s[rows].op.axis[1])
-    _, units, m = get_const_tuple(acc.output(0).shape)
-    _tensorize(s, acc, *block_shape(units, m, uses_amx(current_cpu())), parallel=True)
-    s[outs[0]].parallel(s[outs[0]].fuse(*s[outs[0]].op.axis[:-1]))
+    _tensorize(s, acc, mr, nr)
     return s
 
 
 __all__ = ["np_to_bf16_bits", "np_from_bf16_bits", "aligned_reduction", "pack_conv2d_weight",
-           "pack_dense_weight", "conv2d_bf16_nchw", "is_direct", "dense_bf16", "block_shape",
-           "conv_tiling", "schedule_conv2d_bf16", "schedule_dense_bf16"]
+           "conv2d_bf16_nchw", "is_direct", "block_shape", "conv_tiling",
+           "schedule_conv2d_bf16"]

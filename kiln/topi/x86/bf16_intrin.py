@@ -85,8 +85,26 @@ def to_float32(bits) -> tir.PrimExpr:
 
 
 def round_to_bf16(value) -> tir.PrimExpr:
-    """The bits (``uint16``) of the float32 ``value`` rounded to bf16, to nearest even."""
-    return tir.call_pure_extern("uint16", "kiln_bf16_from_f32", value)
+    """The bits (``uint16``) of the float32 ``value`` rounded to bf16, to nearest even (a
+    NaN stays a quiet NaN): the runtime header's ``kiln_bf16_from_f32`` written lane-wise,
+    in integer arithmetic on the value's bits (``reinterpret``, divisions by powers of two,
+    a ``select``), so that ``vectorize`` turns a loop of roundings (a kernel's tail
+    writing bf16) into vector code rather than a call per element."""
+    u = tir.reinterpret("uint32", value)
+
+    def c(v: int) -> tir.PrimExpr:
+        return tir.const(v, "uint32")
+
+    def bit(x: tir.PrimExpr, k: int) -> tir.PrimExpr:  # bit k of x
+        return tir.truncdiv(x, c(1 << k)) - tir.truncdiv(x, c(2 << k)) * c(2)
+
+    high = tir.truncdiv(u, c(1 << 16))
+    rounded = tir.truncdiv(u + c(0x7FFF) + bit(u, 16), c(1 << 16))
+    quiet = high + c(0x40) - bit(high, 6) * c(0x40)
+    bits = tir.reinterpret("int32", value)  # NaN: above +infinity's bits, or -infinity's
+    nan = tir.any(bits > tir.const(0x7F800000, "int32"),
+                  tir.all(bits > tir.const(-0x800000, "int32"), bits < tir.const(0, "int32")))
+    return tir.Select(nan, quiet, rounded).astype("uint16")
 
 
 def uses_amx(cpu: CPUInfo | None = None) -> bool:
@@ -368,6 +386,15 @@ def bf16_gemm_source(mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bf16_rows_source(name: str, mr: int, nr: int, cpu: CPUInfo | None = None) -> str:
+    """The C of kernel ``name``, ``int name(c, a, b, kc2, lda, ldb, ldc)``: an ``mr x nr``
+    block of ``a @ b`` (module docstring) from zero over the whole reduction, stored as
+    rows ``c[i * ldc + j]`` (no reset, ``c`` not read), for ``cpu`` (the current target's
+    by default), which :func:`check_bf16_cpu` accepts."""
+    return "\n".join(["#include <immintrin.h>",
+                      *_update_source(name, mr, nr, GEMM_TAPS, cpu, "rows")]) + "\n"
+
+
 def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
     """The tensor intrinsic of an ``mr x nr`` block over ``2 * kc2`` reduction steps: body
     (reset, then update), reset and update (module docstring)."""
@@ -399,20 +426,43 @@ def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
 CHANNEL_BLOCK = 32
 
 
+def tap_position(r, dilation: int, stride: int) -> tuple:
+    """Where kernel tap ``r`` (an int or an expression) of a direct convolution reads the
+    phase-split input (:class:`ConvBlock`): ``(phase, offset)``, the padded input's row (or
+    column) ``y * stride + r * dilation`` being row ``y + offset`` of phase ``phase``'s
+    plane; ``(0, r * dilation)`` for stride 1, so that its expressions stay those of an
+    unsplit input."""
+    if stride == 1:
+        return 0, r * dilation
+    return r * dilation % stride, r * dilation // stride
+
+
+def phase_count(kernel: int, dilation: int, stride: int) -> int:
+    """The phases of one axis of a direct convolution's input (:class:`ConvBlock`): the
+    residues ``r * dilation % stride`` of its taps span ``0 .. phase_count - 1``."""
+    return max(tap_position(r, dilation, stride)[0] for r in range(kernel)) + 1
+
+
 @dataclass(frozen=True)
 class ConvBlock:
-    """One call of a direct (stride-1) convolution's micro-kernel: ``oc`` output channels
-    of ``rows x ow`` output pixels, over the ``kernel`` taps (``dilation`` apart) and
+    """One call of a direct convolution's micro-kernel: ``oc`` output channels of ``rows x
+    ow`` output pixels, over the ``kernel`` taps (``dilation`` apart, ``strides``) and
     ``cblocks`` blocks of :data:`CHANNEL_BLOCK` input channels, read straight from the
-    blocked input ``[cblocks, in_rows, width, 32]`` (``width = ow + (KW-1)*dw``: the padded
-    rows whole) and the weight panel ``[KH, KW, cblocks, 16, oc, 2]``.
+    blocked input ``[cblocks, phases, in_rows, width, 32]`` and the weight panel ``[KH, KW,
+    cblocks, 16, oc, 2]``.
+
+    A strided input is split into ``phases`` planes (space to depth): plane ``(py, px)``
+    holds the padded input's rows ``y * sh + py`` and columns ``x * sw + px``, so that each
+    tap reads one plane at stride 1 (:func:`tap_position`); stride 1 has one plane, the
+    padded input itself, and a 1x1 stride-2 kernel one, its even rows and columns.
+    ``width = ow + (KW-1)*dw // sw``: a plane's rows whole.
 
     As the GEMM micro-kernel sees it: ``a`` is the ``pixels x 32`` matrix of the block's
     pixels (row ``y``, pixel ``x`` at ``y * width + x``: the ``width - ow`` positions between
     two rows are computed too and never read), one pixel's channels a 64-byte row; ``b``
     one 32-channel panel of the weight, ``oc`` channel pairs per row; the accumulator
     ``pixels x oc``. Each ``(tap, channel block)`` is a tap of the update (:data:`Taps`):
-    ``a`` moved by the tap's pixels and the channel block, ``b`` to its panel.
+    ``a`` moved to the tap's plane, by its pixels and the channel block, ``b`` to its panel.
     ``channels_last``: the accumulator is stored ``[rows, width, oc]`` as it is (for a
     blocked output), else transposed, ``[oc, rows, width]`` (for an NCHW one)."""
 
@@ -423,14 +473,22 @@ class ConvBlock:
     dilation: tuple[int, int]
     cblocks: int
     channels_last: bool = False
+    strides: tuple[int, int] = (1, 1)
+
+    @property
+    def phases(self) -> tuple[int, int]:
+        """The planes of the split input along rows and columns."""
+        return (phase_count(self.kernel[0], self.dilation[0], self.strides[0]),
+                phase_count(self.kernel[1], self.dilation[1], self.strides[1]))
 
     @property
     def width(self) -> int:
-        return self.ow + (self.kernel[1] - 1) * self.dilation[1]
+        return self.ow + tap_position(self.kernel[1] - 1, self.dilation[1], self.strides[1])[1]
 
     @property
     def in_rows(self) -> int:
-        return self.rows + (self.kernel[0] - 1) * self.dilation[0]
+        return self.rows + tap_position(self.kernel[0] - 1, self.dilation[0],
+                                        self.strides[0])[1]
 
     @property
     def pixels(self) -> int:
@@ -438,18 +496,26 @@ class ConvBlock:
 
     @property
     def taps(self) -> Taps:
-        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        (kh, kw), (dh, dw), (sh, sw) = self.kernel, self.dilation, self.strides
+        planes = self.phases[0] * self.phases[1]
         plane = self.in_rows * self.width * CHANNEL_BLOCK
-        return tuple((cb * plane + (ry * dh * self.width + rx * dw) * CHANNEL_BLOCK,
+
+        def a_offset(ry: int, rx: int, cb: int) -> int:
+            (py, oy), (px, ox) = tap_position(ry, dh, sh), tap_position(rx, dw, sw)
+            phase = py * self.phases[1] + px
+            return (cb * planes + phase) * plane + (oy * self.width + ox) * CHANNEL_BLOCK
+
+        return tuple((a_offset(ry, rx, cb),
                       ((ry * kw + rx) * self.cblocks + cb) * CHANNEL_BLOCK * self.oc)
                      for ry in range(kh) for rx in range(kw) for cb in range(self.cblocks))
 
     @property
     def name(self) -> str:
         """The C name of its micro-kernel (the shape compiled in)."""
-        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        (kh, kw), (dh, dw), (sh, sw) = self.kernel, self.dilation, self.strides
         return (f"kiln_bf16_conv_{self.oc}x{self.rows}x{self.ow}_k{kh}x{kw}_d{dh}x{dw}"
-                f"_c{self.cblocks}" + "_nhwc" * self.channels_last)
+                f"_c{self.cblocks}" + f"_s{sh}x{sw}" * ((sh, sw) != (1, 1))
+                + "_nhwc" * self.channels_last)
 
 
 def bf16_conv_source(block: ConvBlock, cpu: CPUInfo | None = None) -> str:
@@ -463,31 +529,45 @@ def bf16_conv_source(block: ConvBlock, cpu: CPUInfo | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bf16_conv_intrin(block: ConvBlock) -> te.TensorIntrin:
-    """The tensor intrinsic of a convolution ``block`` (:class:`ConvBlock`):
+def direct_sum(a: te.Tensor, b: te.Tensor, j, y, x, block: ConvBlock, a_lead: tuple = (),
+               b_lead: tuple = ()) -> tir.PrimExpr:
+    """The reduction of a direct convolution (:class:`ConvBlock`: its kernel, dilation,
+    strides and channel blocks) at output channel ``j``, pixel ``(y, x)``:
 
-        c[j, y, x] = sum_{ry, rx, cb, k2, p} f32(a[cb, y + ry*dh, x + rx*dw, 2*k2 + p])
-                                             * f32(b[ry, rx, cb, k2, j, p])
+        sum_{ry, rx, cb, k2, p} f32(a[cb, phase, y + oy, x + ox, 2*k2 + p])
+                                * f32(b[ry, rx, cb, k2, j, p])
 
-    (``c[y, x, j]`` where ``block.channels_last``). ``a`` and ``b`` dense; ``c``'s rows
-    ``width`` pixels apart (the accumulator's ``storage_align``), so that the pixels are
-    consecutive as the micro-kernel stores them: each pixel's ``oc`` channels side by side
-    where ``block.channels_last``, else each channel's pixels, channels ``ldc`` apart. The
-    whole reduction in one call, no reset."""
-    (kh, kw), (dh, dw) = block.kernel, block.dilation
-    half = CHANNEL_BLOCK // 2
-    a = te.placeholder((block.cblocks, block.in_rows, block.width, CHANNEL_BLOCK),
-                       dtype="uint16", name="a")
-    b = te.placeholder((kh, kw, block.cblocks, half, block.oc, 2), dtype="uint16", name="b")
+    with ``(phase, oy, ox)`` the taps' planes and offsets (:func:`tap_position`), ``a``
+    and ``b`` indexed after ``a_lead`` / ``b_lead``: the one expression that the
+    convolution's compute and its tensor intrinsic share."""
+    (kh, kw), (dh, dw), (sh, sw) = block.kernel, block.dilation, block.strides
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     cb = te.reduce_axis((0, block.cblocks), name="cb")
-    k2 = te.reduce_axis((0, half), name="k2")
+    k2 = te.reduce_axis((0, CHANNEL_BLOCK // 2), name="k2")
     p = te.reduce_axis((0, 2), name="p")
+    (py, oy), (px, ox) = tap_position(ry, dh, sh), tap_position(rx, dw, sw)
+    phase = py * block.phases[1] + px if block.phases != (1, 1) else 0
+    return te.sum(to_float32(a[(*a_lead, cb, phase, y + oy, x + ox, 2 * k2 + p)])
+                  * to_float32(b[(*b_lead, ry, rx, cb, k2, j, p)]), axis=[ry, rx, cb, k2, p])
+
+
+def bf16_conv_intrin(block: ConvBlock) -> te.TensorIntrin:
+    """The tensor intrinsic of a convolution ``block`` (:class:`ConvBlock`):
+    ``c[j, y, x] = direct_sum(a, b, j, y, x)`` (:func:`direct_sum`; ``c[y, x, j]`` where
+    ``block.channels_last``). ``a`` and ``b`` dense; ``c``'s rows ``width`` pixels apart
+    (the accumulator's ``storage_align``), so that the pixels are consecutive as the
+    micro-kernel stores them: each pixel's ``oc`` channels side by side where
+    ``block.channels_last``, else each channel's pixels, channels ``ldc`` apart. The
+    whole reduction in one call, no reset."""
+    kh, kw = block.kernel
+    half = CHANNEL_BLOCK // 2
+    a = te.placeholder((block.cblocks, block.phases[0] * block.phases[1], block.in_rows,
+                        block.width, CHANNEL_BLOCK), dtype="uint16", name="a")
+    b = te.placeholder((kh, kw, block.cblocks, half, block.oc, 2), dtype="uint16", name="b")
 
     def value(j, y, x):
-        return te.sum(to_float32(a[cb, y + ry * dh, x + rx * dw, 2 * k2 + p])
-                      * to_float32(b[ry, rx, cb, k2, j, p]), axis=[ry, rx, cb, k2, p])
+        return direct_sum(a, b, j, y, x, block)
 
     if block.channels_last:
         c = te.compute((block.rows, block.ow, block.oc), lambda y, x, j: value(j, y, x),
@@ -516,4 +596,4 @@ def bf16_conv_intrin(block: ConvBlock) -> te.TensorIntrin:
 __all__ = ["LANES", "BF16_FEATURE", "AMX_FEATURES", "K_ALIGN", "MAX_ACCUMULATORS",
            "check_bf16_cpu", "uses_amx", "to_float32", "round_to_bf16", "kernel_names",
            "bf16_gemm_source", "bf16_gemm_intrin", "CHANNEL_BLOCK", "ConvBlock",
-           "bf16_conv_source", "bf16_conv_intrin"]
+           "bf16_conv_source", "bf16_conv_intrin", "direct_sum", "tap_position", "phase_count"]

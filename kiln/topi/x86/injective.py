@@ -4,12 +4,19 @@ A symbolic innermost axis (a transpose over a dynamic sequence length, docs/dyna
 split by the vector width with the tail strategy :data:`SYMBOLIC_TAIL`: guard-free whole
 vectors, then a remainder loop bounded by the axis' length, inside the one parallel loop of
 the outer axes, as a static axis is.
+
+The vector width is one register of the widest scalar type the stage computes with
+(:func:`compute_dtype`), not of its output: a float32 computation stored as uint16 (a bf16
+rounding) or int8 runs on 16-lane float32 vectors with AVX-512, which the C compiler keeps in
+registers, where 32 or 64 lanes would be split into halves and some operations (integer
+divisions) done element by element.
 """
 
 from __future__ import annotations
 
 from kiln import te
-from kiln.ir.expr import ProducerLoad
+from kiln.ir import dtype as dt
+from kiln.ir.expr import Node, ProducerLoad
 from kiln.ir.functor import collect_vars, post_order_visit
 from kiln.te.tensor import ComputeOp, Tensor
 
@@ -23,6 +30,8 @@ from ._common import (
     lanes,
     num_threads,
     numel,
+    parallel_when,
+    work_expr,
 )
 
 #: the tail strategy of a symbolic axis split by the vector width (module docstring)
@@ -48,10 +57,41 @@ def _short_scattered_innermost(op: ComputeOp, extent: int | None, width: int) ->
     return bool(scattered)
 
 
+def _children(node: Node) -> list:
+    """The values of the fields of ``node``, tuples (a call's arguments) flattened."""
+    out: list = []
+    for f in node._fields:
+        v = getattr(node, f)
+        out.extend(v if isinstance(v, tuple) else (v,))
+    return out
+
+
+def compute_dtype(op: ComputeOp) -> str:
+    """The widest scalar type ``op`` computes with: its outputs', every tensor read's and
+    every intermediate value's that depends on a read (a float32 rounding stored as uint16
+    computes in float32 and uint32). Index arithmetic (iteration variables, constants, a
+    padding condition on them) does not count: it is not data the vector lanes hold."""
+    widest = max((op.output(i).dtype for i in range(op.num_outputs)), key=dt.itemsize)
+    data: set[int] = set()  # ids of the nodes whose value depends on a tensor read
+
+    def visit(n: Node) -> None:
+        nonlocal widest
+        if isinstance(n, ProducerLoad) or any(id(c) in data for c in _children(n)):
+            data.add(id(n))
+            scalar = dt.element_of(n.dtype)
+            if dt.itemsize(scalar) > dt.itemsize(widest):
+                widest = scalar
+
+    for b in op.body:
+        post_order_visit(b, visit)
+    return widest
+
+
 def schedule_injective_from_existing(sch, out):
     """Schedule the injective stage of ``out`` in ``sch``: the inner axes (fused while
-    shorter than a vector) split by the vector width and vectorized, the outer loops fused
-    into one parallel loop when the tensor is big enough. Returns ``sch``."""
+    shorter than a vector) split by the vector width of the widest type the stage computes
+    with (:func:`compute_dtype`) and vectorized, the outer loops fused into one parallel
+    loop when the tensor is big enough. Returns ``sch``."""
     op = out.op if isinstance(out, Tensor) else out
     if not isinstance(op, ComputeOp) or op.reduce_axis:
         return sch
@@ -60,7 +100,7 @@ def schedule_injective_from_existing(sch, out):
     if not axes:
         return sch
     exts = [const_extent(a) for a in axes]
-    width = lanes(op.output(0).dtype)
+    width = lanes(compute_dtype(op))
     if len(axes) > 1 and _short_scattered_innermost(op, exts[-1], width):
         # e.g. NCHW -> NCHW3c: the 3 copies unrolled side by side, GCC vectorizes the row
         st.unroll(axes[-1])
@@ -69,7 +109,8 @@ def schedule_injective_from_existing(sch, out):
         outer_axes, outer_exts = _vectorize_inner(st, axes, exts, width)
     total = numel(op)
     if outer_axes and (total is None or total >= PARALLEL_MIN_ELEMS):
-        fuse_parallel(st, outer_axes, outer_exts, min_extent=4 * num_threads())
+        fused, _ = fuse_parallel(st, outer_axes, outer_exts, min_extent=4 * num_threads())
+        parallel_when(st, fused, work_expr(op), PARALLEL_MIN_ELEMS)
     return sch
 
 

@@ -4,9 +4,10 @@ A dense layer's constant weight ``[N, K]`` is packed once, when the graph is com
 (:func:`pack_dense_weight`, called by the x86 layout pass), into ``[ceil(N/nb), K, nb]``:
 for each panel of ``nb`` output columns, the ``K`` rows of its weights, each row ``nb``
 contiguous floats. ``nb`` (:func:`dense_pack_block`) is a whole number of SIMD registers
-of the target CPU (two vectors of float32: 32 columns with AVX-512, 16 with AVX2), read
-from ``kiln.target.current_cpu`` when the graph is compiled. A panel short of ``N``
-columns is padded with zeros, which no output reads.
+of the target CPU, read from ``kiln.target.current_cpu`` when the graph is compiled: four
+vectors of float32 where the registers hold a block of at least :data:`MIN_ROWS` rows of
+them (64 columns with AVX-512's 32 registers, 6 rows), else two (16 columns with AVX2).
+A panel short of ``N`` columns is padded with zeros, which no output reads.
 
 :func:`schedule_dense_pack` runs the product as a register-blocked micro-kernel: ``mb``
 rows x ``nb`` columns of accumulators (``mb x vo`` vector registers, ``vo = nb / lanes``)
@@ -47,30 +48,58 @@ from ..nn.conv2d import _cast
 from ..nn.dense import _add_bias
 from ..utils import as_list, get_const_int, get_const_tuple, is_const_int
 from ._common import (
+    PARALLEL_MIN_ELEMS,
     find_anchor,
     inline_injective,
     lanes,
     num_threads,
+    parallel_when,
     vector_registers,
+    work_expr,
     worth_parallel,
 )
 from .injective import schedule_injective_from_existing
 
-#: vector registers of output columns in a packed panel (``nb = VECTORS x lanes``): two
-#: weight vectors per step of ``k`` feed ``2 mb`` FMAs
-VECTORS = 2
+#: vector registers of output columns in a packed panel (``nb = vectors x lanes``), widest
+#: first: ``v`` weight vectors per step of ``k`` feed ``v mb`` FMAs. 6 rows x 4 vectors (24
+#: accumulators) measured 1.1-1.2x faster than 8 x 2 on BERT's and ViT's denses, and
+#: 1.0-1.1x faster than 12 x 2, 7 x 4, 8 x 3 and 5 x 4 (AVX-512, 1 thread, CPU time;
+#: docs/performance.md)
+PANEL_VECTORS = (4, 2)
 
-#: the most rows of a register block: 8 rows x 2 vectors (16 accumulators) measured
-#: 1.02-1.5x faster than 6 x 2, 4 x 4 and 3 x 4, and 1.07-1.16x faster than 12 x 2 and
-#: 14 x 2 on BERT/ViT shapes but one (AVX-512, 1 thread; docs/performance.md)
+#: the most rows of a register block (8 x 2 with AVX-512 when the panel is two vectors)
 MAX_ROWS = 8
+
+#: the fewest rows a register block of a panel wider than two vectors keeps (below it the
+#: broadcasts of the data no longer pay for the weight vectors: AVX2's 16 registers hold
+#: 2 rows of 4 vectors, so its panels stay two vectors wide)
+MIN_ROWS = 6
+
+
+def _padded(units: int, nb: int) -> int:
+    """The columns that panels of ``nb`` compute for ``units`` outputs."""
+    return -(-units // nb) * nb
 
 
 def dense_pack_block(units: int, dtype: str = "float32") -> int:
-    """Output columns per packed panel of a dense with ``units`` outputs: :data:`VECTORS`
-    SIMD registers of ``dtype`` (one when ``units`` fits a single register)."""
+    """Output columns per packed panel of a dense with ``units`` outputs: the widest of
+    :data:`PANEL_VECTORS` SIMD registers of ``dtype`` whose register block keeps
+    :data:`MIN_ROWS` rows and whose last panel pads no more columns than the next
+    narrower one's (one register when ``units`` fits a single register)."""
     width = lanes(dtype)
-    return width * (VECTORS if units > width else 1)
+    if units <= width:
+        return width
+    *wide, narrowest = (v * width for v in PANEL_VECTORS)
+    return next((nb for nb in wide if dense_pack_rows(nb, dtype) >= MIN_ROWS
+                 and _padded(units, nb) == _padded(units, nb // 2)), narrowest)
+
+
+def repack_dense_weight(packed: np.ndarray, units: int, nb: int) -> np.ndarray:
+    """A weight packed by :func:`pack_dense_weight` (``units`` columns) packed again into
+    panels of ``nb`` columns."""
+    panels, k, width = packed.shape
+    weight = packed.transpose(0, 2, 1).reshape(panels * width, k)[:units]
+    return pack_dense_weight(weight, nb)
 
 
 def pack_dense_weight(weight: np.ndarray, nb: int) -> np.ndarray:
@@ -85,7 +114,8 @@ def pack_dense_weight(weight: np.ndarray, nb: int) -> np.ndarray:
 def dense_pack_rows(nb: int, dtype: str = "float32") -> int:
     """Rows of a register block of a packed dense whose panels are ``nb`` columns:
     :data:`MAX_ROWS`, fewer where the CPU's vector registers do not hold ``rows x vo``
-    accumulators, ``vo`` weight vectors and a broadcast (6 with AVX2's 16 registers)."""
+    accumulators, ``vo`` weight vectors and a broadcast (6 with AVX-512's 32 registers and
+    4 vectors, or AVX2's 16 and 2 vectors)."""
     vo = max(1, nb // lanes(dtype))
     return max(1, min(MAX_ROWS, (vector_registers() - vo - 2) // vo))
 
@@ -326,7 +356,8 @@ def schedule_dense_pack_block(s, outs, op, plan: dict | None = None) -> None:
     top, inner = _blocked_stages(s, outs, op)
     outer, _, ji = _block_tiles(top, op, plan)
     if worth_parallel(op):  # a head layout's (head, panel) or (batch, row block) as one
-        top.parallel(top.fuse(*outer[:len(outer) // 2]) if len(outer) == 4 else outer[0])
+        parallel_when(top, top.fuse(*outer[:len(outer) // 2]) if len(outer) == 4 else outer[0],
+                      work_expr(op), 4 * PARALLEL_MIN_ELEMS)
     _, jl = top.split(ji, factor=width)
     top.vectorize(jl)
     cs = s[inner]
@@ -354,4 +385,5 @@ def schedule_dense_pack(outs):
 
 
 __all__ = ["HeadLayout", "dense_pack", "schedule_dense_pack", "schedule_dense_pack_block",
-           "pack_dense_weight", "dense_pack_block", "dense_pack_rows", "dense_pack_plan"]
+           "pack_dense_weight", "repack_dense_weight", "dense_pack_block", "dense_pack_rows",
+           "dense_pack_plan"]

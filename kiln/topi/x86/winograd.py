@@ -33,18 +33,45 @@ from .injective import schedule_injective_from_existing
 
 #: the batched product's register tile: tiles x output-channel vectors
 TILE_ROWS, TILE_VECTORS = 7, 2
+#: with 32 vector registers up to 8 tiles x 2 vectors: blocks of 16 or 64 tiles (7² images)
+#: then take 8 x 2 accumulators instead of 4 x 2, too few FMA chains to hide the latency
+#: (512@7², batch 1, 1 thread: the whole convolution in 0.67x the time)
+TILE_ROWS_WIDE = 8
 #: tiles per parallel block: at least ``BLOCK_TILES`` (whole tile rows), and at batch > 1
 #: whole images up to ``BLOCK_TILES_MAX`` tiles when one image has fewer than ``BLOCK_TILES``
 BLOCK_TILES, BLOCK_TILES_MAX = 16, 64
+#: at batch 1 a block plan whose busiest thread has up to this much more work than the best
+#: split's still counts as balanced (:func:`balanced_rows`)
+BALANCE_SLACK = 1.15
+
+
+def balanced_rows(nh: int, nw: int, threads: int) -> int:
+    """Tile rows per parallel block of a batch-1 image of ``nh x nw`` tiles: the fewest
+    giving at least ``BLOCK_TILES`` tiles among the splits whose busiest thread has at most
+    ``BALANCE_SLACK`` times the tile rows of the best split's, else the largest of those
+    splits (fewer blocks: each block streams the whole transformed kernel).
+
+    The busiest thread takes ``ceil(blocks / threads)`` blocks (the first chunk of OpenMP's
+    guided schedule). 14² by F(2x2) (7 tile rows) on 2 threads: 4 rows (blocks of 4 and 3
+    rows) where the first rule alone took 3 (blocks of 3, 3 and 1: one thread did 6 rows,
+    the other 1)."""
+    def busiest(rows: int) -> int:  # tile rows of the thread with the most
+        blocks = -(-nh // rows)
+        return min(nh, -(-blocks // threads) * rows)
+
+    best = min(busiest(r) for r in range(1, nh + 1))
+    fair = [r for r in range(1, nh + 1) if busiest(r) <= BALANCE_SLACK * best]
+    return min((r for r in fair if r * nw >= BLOCK_TILES), default=max(fair))
 
 
 def winograd_plan(conv) -> dict:
-    """``rows`` tile rows per parallel block (enough blocks for every thread, and at least
-    ~16 tiles per block), ``images`` images per block, ``rt``/``vo`` the register tile of the
-    batched product, and its loop order inside the tile.
+    """``rows`` tile rows per parallel block (at batch 1 :func:`balanced_rows`: the threads'
+    shares balanced, at least ~16 tiles per block), ``images`` images per block,
+    ``rt``/``vo`` the register tile of the batched product, and its loop order inside the
+    tile.
 
     At batch > 1 a block never straddles two images' partial rows: ``rows`` is the smallest
-    divisor of the image's tile rows from the batch-1 choice up (the fused batch x row-block
+    divisor of the image's tile rows giving at least 16 tiles (the fused batch x row-block
     loop then has no tail block), and an image of fewer than 16 tiles gives blocks of whole
     images (up to ``BLOCK_TILES_MAX`` tiles, at least one block per thread): at 7² the
     transformed kernel, 16 MB at 512 channels, is then streamed once for several images.
@@ -56,28 +83,26 @@ def winograd_plan(conv) -> dict:
     weight vector. Vectors outside the tiles kept the 7 broadcasts live and spilled
     accumulators: ResNet-18's eight Winograd layers took 7.05 ms in all against 5.18 (Zen 3,
     2 threads, measured per kernel inside the model). AVX-512 keeps vectors outside and the
-    channels unrolled by 2."""
+    channels unrolled by 2, and takes up to ``TILE_ROWS_WIDE`` (8) tiles."""
     n_batch, oco, oh, ow, _ = get_const_tuple(conv.output(0).shape)
     m = conv.attrs["winograd_m"]
     nh, nw = -(-oh // m), -(-ow // m)
-    rows = 1
-    while rows < nh and rows * nw < BLOCK_TILES:
-        rows += 1
-    images = 1
+    rows = min((r for r in range(1, nh) if r * nw >= BLOCK_TILES), default=nh)
+    images, nt = 1, num_threads()
     if n_batch == 1:
-        while rows > 1 and -(-nh // rows) < num_threads():
-            rows -= 1
+        rows = balanced_rows(nh, nw, nt)
     elif rows < nh:  # blocks of whole tile rows of one image: no tail block
         rows = min(d for d in range(rows, nh + 1) if nh % d == 0)
     else:  # small images: blocks of whole images, enough of them for every thread
         images = max(d for d in range(1, n_batch + 1) if n_batch % d == 0 and (
-            d == 1 or (d * nh * nw <= BLOCK_TILES_MAX and n_batch // d >= num_threads())))
+            d == 1 or (d * nh * nw <= BLOCK_TILES_MAX and n_batch // d >= nt)))
     tiles = images * rows * nw
-    rt = largest_divisor(tiles, TILE_ROWS) if tiles % TILE_ROWS else TILE_ROWS
-    if rt < 4:
-        rt = min(tiles, TILE_ROWS)
-    vo = TILE_VECTORS if oco % TILE_VECTORS == 0 else 1
     wide = vector_registers() >= 32  # AVX-512, else 16 (AVX2)
+    max_rt = TILE_ROWS_WIDE if wide else TILE_ROWS
+    rt = largest_divisor(tiles, max_rt)
+    if rt < 4:
+        rt = min(tiles, max_rt)
+    vo = TILE_VECTORS if oco % TILE_VECTORS == 0 else 1
     return {"m": m, "rows": rows, "images": images, "rt": rt, "vo": vo,
             "ku": 2 if wide else 1, "tiles_outer": not wide}
 
@@ -177,4 +202,4 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     return s
 
 
-__all__ = ["schedule_conv2d_winograd_NCHWc", "winograd_plan"]
+__all__ = ["schedule_conv2d_winograd_NCHWc", "winograd_plan", "balanced_rows"]
