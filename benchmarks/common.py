@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 import timeit
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -473,6 +473,32 @@ def suite_parser(name: str, description: str, quick_help: str = "fewer repeats"
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--out", default=None, help="results directory (default: results/)")
     return p
+
+
+def tuning_parser(name: str, description: str, default_trials: int,
+                  workloads: Sequence[str]) -> argparse.ArgumentParser:
+    """:func:`suite_parser` of a tuning suite: ``--quick`` (16 trials a workload),
+    ``--trials N`` and ``--workloads`` (a comma-separated subset of ``workloads``); read it
+    with :func:`parse_tuning_args`."""
+    p = suite_parser(name, description,
+                     quick_help=f"16 trials a workload instead of {default_trials}")
+    p.add_argument("--trials", type=int, default=None, help="trials per workload")
+    p.add_argument("--workloads", default=",".join(workloads),
+                   help=f"comma-separated subset of {','.join(workloads)}")
+    return p
+
+
+def parse_tuning_args(p: argparse.ArgumentParser, argv, workloads: Sequence[str]
+                      ) -> argparse.Namespace:
+    """The arguments of a :func:`tuning_parser`, ``workloads`` as a checked list."""
+    args = p.parse_args(argv)
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(args.workloads) - set(workloads))
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(workloads)}")
+    if args.trials is not None and args.trials < 1:
+        p.error("--trials must be at least 1")
+    return args
 
 
 @dataclass

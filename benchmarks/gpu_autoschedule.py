@@ -181,19 +181,9 @@ def run(quick: bool = False, out_dir: str | Path | None = None, profile: bool = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = common.suite_parser(NAME, DESCRIPTION, quick_help=f"16 trials a workload instead of "
-                                                          f"{DEFAULT_TRIALS}")
-    p.add_argument("--trials", type=int, default=None, help="trials per workload")
-    p.add_argument("--workloads", default=",".join(WORKLOADS),
-                   help=f"comma-separated subset of {','.join(WORKLOADS)}")
-    args = p.parse_args(argv)
-    chosen = [w for w in args.workloads.split(",") if w]
-    unknown = sorted(set(chosen) - set(WORKLOADS))
-    if unknown:
-        p.error(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
-    if args.trials is not None and args.trials < 1:
-        p.error("--trials must be at least 1")
-    run(quick=args.quick, out_dir=args.out, trials=args.trials, workloads=chosen)
+    args = common.parse_tuning_args(
+        common.tuning_parser(NAME, DESCRIPTION, DEFAULT_TRIALS, WORKLOADS), argv, WORKLOADS)
+    run(quick=args.quick, out_dir=args.out, trials=args.trials, workloads=args.workloads)
     return 0
 
 

@@ -34,7 +34,7 @@ import math
 
 from kiln.driver import lower
 
-from .cost_model import CostModel, map_states
+from .cost_model import AnalyticCostModel
 from .hardware_params import HardwareParams, KernelResources, kernel_resources
 
 __all__ = ["GPUOccupancyModel", "DEFAULT_SM_COUNT"]
@@ -51,18 +51,9 @@ WARPS_TO_HIDE_LATENCY = 8
 WARP = 32
 
 
-class GPUOccupancyModel(CostModel):
-    """Scores GPU states by occupancy, waves and register tiling (module docstring); each
-    state lowered once, in forked children as the other models do."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, float] = {}
-
-    def predict(self, task, states) -> list[float]:
-        todo = list({s.key(): s for s in states if s.key() not in self._cache}.values())
-        for s, score in zip(todo, map_states(self._score, task, todo), strict=True):
-            self._cache[s.key()] = -math.inf if score is None else score
-        return [self._cache[s.key()] for s in states]
+class GPUOccupancyModel(AnalyticCostModel):
+    """Scores GPU states by occupancy, the busiest SM's work and register tiling (module
+    docstring); each state lowered and scored once, as the analytic model does."""
 
     @staticmethod
     def _score(task, state) -> float:

@@ -23,8 +23,6 @@ from benchmarks import ops
     pytest.param(ops.resnet_pool_case("avg", 16, 9), id="pool_nchwc"),
     pytest.param(ops.resnet_pool_case("max", 32, 10), id="max_pool_nchwc"),
     pytest.param(ops.resnet_conv_case(32, 9), id="conv2d_nchwc"),
-    pytest.param(ops.resnet_conv_case(32, 14), id="conv2d_winograd_14",
-                 marks=pytest.mark.slow),  # builds the Winograd and the direct one (3 s)
     pytest.param(ops.book_pool_case("avg", 16, 10, 3, fast=True), id="fast_avg_pool"),
 ])
 def test_case_checks_pass(prepare):

@@ -284,11 +284,3 @@ def test_winograd_where_the_batch_pays(batch, op):
     if batch == 8:
         _run_and_check(m, _build(m))
 
-
-def test_winograd_at_14x14_batch_1():
-    """From ``topi.nn.winograd.SMALL_IMAGE`` (14² here) F(2x2) pays at batch 1 too (its
-    results: tests/topi/test_winograd.py)."""
-    m = _conv3x3(1, hw=14)
-    mod, params = relay.frontend.from_onnx(m)
-    ops = {n.op for n in alter_op_layout(relay.optimize(mod, params)).nodes}
-    assert "conv2d_winograd_NCHWc" in ops and "conv2d_NCHWc" not in ops

@@ -25,23 +25,7 @@ from kiln.topi.x86 import bf16_intrin
 from kiln.topi.x86 import dense_bf16 as D
 from kiln.topi.x86.bf16 import np_from_bf16_bits, np_to_bf16_bits
 
-requires_bf16 = pytest.mark.skipif(bf16_intrin.BF16_FEATURE not in current_cpu().features,
-                                   reason="this CPU has no AVX-512 BF16")
-
-
-@pytest.fixture(params=["amx", "avx512"])
-def path(request, monkeypatch):
-    """The micro-kernel path under test; AMX skipped where the host lacks it, AVX-512
-    forced by hiding the AMX features."""
-    if request.param == "amx" and not bf16_intrin.uses_amx():
-        pytest.skip("this CPU has no AMX-BF16")
-    if request.param == "avx512":
-        monkeypatch.setattr(bf16_intrin, "AMX_FEATURES", frozenset({"no-amx-here"}))
-    return request.param
-
-
-def _rounded(x: np.ndarray) -> np.ndarray:
-    return np_from_bf16_bits(np_to_bf16_bits(x)).astype(np.float64)
+from .test_bf16 import _rounded, path, requires_bf16  # noqa: F401 - path is a fixture
 
 
 def _check(y: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> None:
@@ -106,7 +90,7 @@ def test_blocks():
     ((2, 35), 64, 48, True),   # [batch, seq, K]: each sequence's blocks, the last padded
     ((70,), 64, 48, False),    # AMX chunks of 32 rows and a ragged one
 ])
-def test_dense_bf16_matches_float64(path, m, k, n, bias):
+def test_dense_bf16_matches_float64(path, m, k, n, bias):  # noqa: F811 - the fixture
     rng = np.random.default_rng(1)
     x = rng.standard_normal((*m, k)).astype(np.float32)
     w = rng.standard_normal((n, k)).astype(np.float32)

@@ -60,39 +60,28 @@ def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.array(x, dtype="float64") for x in WINOGRAD_MATRICES[m])
 
 
-#: F(2x2) tiles of a whole batch from which Winograd pays on images smaller than 12²
+#: F(2x2) tiles of a whole batch from which Winograd pays on images smaller than 24²
 BATCH_TILES = 96
-#: the smallest output side from which F(2x2) pays at batch 1 (14², not 7²)
-SMALL_IMAGE = 12
 
 
 def winograd_tile(out_h: int, out_w: int, in_channels: int, out_channels: int,
                   batch: int = 1) -> int | None:
     """The tile size ``m`` worth using for a 3x3 stride-1 convolution with this output, or
     None where the direct convolution is as fast. Measured on a 2-core AVX2 machine at batch
-    1: F(4x4) at 56² and 28² is 2.5-3.5x faster than the direct convolution. At 14² F(2x2):
-    on AVX-512 (Sapphire Rapids, 256 channels, 1 thread) 0.55-0.65x the direct
-    convolution's time, in ResNet-50 on 1 and 2 threads 0.4-0.5x (sum of the per-kernel
-    minima of its five 256@14² layers); on AVX2 it had only matched it (2.8 ms per layer
-    against ~2.5 in ResNet-18), measured when the 7 tile rows of a 14² image ran in
-    blocks of 3, 3 and 1 rows, one thread doing 6 of them (now balanced:
-    ``topi.x86.winograd.balanced_rows``). At 7² (16 tiles) F(2x2) alone took 0.5-0.9x the
-    direct convolution's time (its transformed kernel warm in the cache), but inside
-    ResNet-50, whose weights stream from memory once per inference, its 16/9 bigger kernel
-    left the three 512@7² layers as slow (1 thread) or slower (2 threads: +6 ms summed)
-    than the direct ones. F(4x4) only up to 256 channels (its error grows with the
-    reduction: ~1e-5 relative at 256), F(2x2) beyond and on images below 24².
+    1: F(4x4) at 56² and 28² is 2.5-3.5x faster than the direct convolution; at 14² F(2x2)
+    only matches it (in ResNet-18, 2.8 ms per layer against the direct schedule's ~2.5: the
+    16/9 bigger transformed kernel is streamed for only 49 tiles), and at 7² it is slower.
+    F(4x4) only up to 256 channels (its error grows with the reduction: ~1e-5 relative at
+    256), F(2x2) beyond.
 
     At batch > 1 the batch is folded into the batched product's tiles, so the transformed
-    kernel is streamed once for the tiles of several images: on images below 12² F(2x2)
+    kernel is streamed once for the tiles of several images: on images below 24² F(2x2)
     pays from :data:`BATCH_TILES` tiles of the whole batch (AVX-512, 1 thread, per
     layer: 256@14² at batch 2 0.7x the direct convolution's time, 512@7² the same time at
     batch 4 (64 tiles) and 0.75x at batch 8). F(4x4) measured the same as F(2x2) at
     256@14² (its 4x4 tiles pad 14 to 16) with a larger error, so small images take F(2x2)."""
     if min(out_h, out_w) >= 24:
         return 4 if max(in_channels, out_channels) <= 256 else 2
-    if min(out_h, out_w) >= SMALL_IMAGE:
-        return 2
     if batch > 1 and batch * -(-out_h // 2) * -(-out_w // 2) >= BATCH_TILES:
         return 2
     return None

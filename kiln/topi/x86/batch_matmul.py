@@ -60,10 +60,9 @@ from kiln import te
 from kiln.ir.expr import IntImm
 from kiln.te.tensor import Operation
 
-from ..utils import as_list, get_const_int, is_const_int
+from ..utils import get_const_int, is_const_int
 from ._common import (
     PARALLEL_MIN_ELEMS,
-    find_anchor,
     inline_injective,
     is_pow2,
     lanes,
@@ -73,7 +72,7 @@ from ._common import (
     work_expr,
 )
 from .dense import _dot_plan  # the plan along k, dense's (module docstring)
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule, schedule_injective_from_existing
 
 #: vectors of columns in a register block: each broadcast element of ``A`` feeds two FMAs
 BLOCK_VECTORS = 2
@@ -185,12 +184,8 @@ def _schedule_gemm(s: te.Schedule, outs: list[te.Tensor], op: Operation) -> None
 
 def _schedule_product(outs, tag: str) -> te.Schedule:
     """The schedule of the product tagged ``tag`` among ``outs`` (module docstring)."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    op = find_anchor(outs, (tag,))
+    s, outs, op = anchored_schedule(outs, (tag,))
     if op is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     attrs = op.attrs or {}
     static = all(isinstance(d, IntImm) for d in op.output(0).shape)

@@ -395,9 +395,11 @@ def bf16_rows_source(name: str, mr: int, nr: int, cpu: CPUInfo | None = None) ->
                       *_update_source(name, mr, nr, GEMM_TAPS, cpu, "rows")]) + "\n"
 
 
-def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
-    """The tensor intrinsic of an ``mr x nr`` block over ``2 * kc2`` reduction steps: body
-    (reset, then update), reset and update (module docstring)."""
+def bf16_block_compute(mr: int, nr: int, kc2: int) -> tuple[te.Tensor, dict]:
+    """The computation a bf16 micro-kernel replaces, ``c[i, j] = sum_{k2, p} f32(a[i, 2*k2
+    + p]) * f32(b[k2, j, p])`` over an ``mr x nr`` block and ``2 * kc2`` reduction steps,
+    and the buffers it binds (``a`` rows ``lda`` apart, ``b`` pair rows ``ldb`` apart,
+    ``c`` rows ``ldc`` apart): ``(c, binds)``."""
     a = te.placeholder((mr, 2 * kc2), dtype="uint16", name="a")
     b = te.placeholder((kc2, nr, 2), dtype="uint16", name="b")
     k2 = te.reduce_axis((0, kc2), name="k2")
@@ -410,6 +412,13 @@ def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
                            offset_factor=1),
         c: tir.decl_buffer(c.shape, c.dtype, "c", strides=[te.var("ldc"), 1], offset_factor=1),
     }
+    return c, binds
+
+
+def bf16_gemm_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
+    """The tensor intrinsic of an ``mr x nr`` block over ``2 * kc2`` reduction steps: body
+    (reset, then update), reset and update (module docstring)."""
+    c, binds = bf16_block_compute(mr, nr, kc2)
     reset_name, update_name = kernel_names(mr, nr)
 
     def intrin_func(ins, outs):

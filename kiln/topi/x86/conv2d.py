@@ -11,12 +11,9 @@ the block is written out.
 
 from __future__ import annotations
 
-from kiln import te
-
-from ..utils import as_list, get_const_tuple
+from ..utils import get_const_tuple
 from ._common import (
     anchor_and_pad,
-    find_anchor,
     fuse_parallel,
     is_pow2,
     lanes,
@@ -27,14 +24,7 @@ from ._common import (
     vector_registers,
     worth_parallel,
 )
-from .injective import schedule_injective_from_existing
-
-
-def _finish(s, outs, anchor):
-    if anchor is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
-    return s
+from .injective import anchored_schedule
 
 
 def _parallel_pair(st, a, ea, b, eb, parallel=True):
@@ -73,12 +63,10 @@ def schedule_conv_nchw_block(s, outs, conv) -> None:
 
 def schedule_conv2d_nchw(outs):
     """conv2d_nchw and group_conv2d_nchw (with an optional elementwise epilogue)."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("conv2d_nchw", "group_conv2d_nchw"))
+    s, outs, conv = anchored_schedule(outs, ("conv2d_nchw", "group_conv2d_nchw"))
     if conv is not None:
         schedule_conv_nchw_block(s, outs, conv)
-    return _finish(s, outs, conv)
+    return s
 
 
 schedule_group_conv2d_nchw = schedule_conv2d_nchw
@@ -86,11 +74,9 @@ schedule_group_conv2d_nchw = schedule_conv2d_nchw
 
 def schedule_conv2d_nhwc(outs):
     """conv2d_nhwc: output channels (innermost) vectorized in blocks of a few pixels."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("conv2d_nhwc",))
+    s, outs, conv = anchored_schedule(outs, ("conv2d_nhwc",))
     if conv is None:
-        return _finish(s, outs, None)
+        return s
     out_st, inner = anchor_and_pad(s, outs, conv, channel_axis=1)
     _, oh, ow, f_out = get_const_tuple(conv.output(0).shape)
     width = lanes(conv.output(0).dtype)
@@ -251,32 +237,26 @@ def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
 def schedule_conv2d_NCHWc(outs):  # noqa: N802
     """conv2d_NCHWc: blocks of output pixels x one output-channel block, the channel block
     vectorized, pixels unrolled, input channel block innermost of the reduction."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("conv2d_NCHWc",))
+    s, outs, conv = anchored_schedule(outs, ("conv2d_NCHWc",))
     if conv is not None:
         schedule_conv_nchwc_block(s, outs, conv)
-    return _finish(s, outs, conv)
+    return s
 
 
 def schedule_depthwise_conv2d_NCHWc(outs):  # noqa: N802
     """depthwise_conv2d_NCHWc: like conv2d_NCHWc with the kernel window as reduction."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("depthwise_conv2d_NCHWc",))
+    s, outs, conv = anchored_schedule(outs, ("depthwise_conv2d_NCHWc",))
     if conv is not None:
         schedule_conv_nchwc_block(s, outs, conv)
-    return _finish(s, outs, conv)
+    return s
 
 
 def schedule_depthwise_conv2d_nchw(outs):
     """depthwise_conv2d_nchw: per channel (in parallel), blocks of rows x a vector of
     columns accumulated in a local cache."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("depthwise_conv2d_nchw",))
+    s, outs, conv = anchored_schedule(outs, ("depthwise_conv2d_nchw",))
     if conv is None:
-        return _finish(s, outs, None)
+        return s
     out_st, inner = anchor_and_pad(s, outs, conv)
     _, c_out, oh, ow = get_const_tuple(conv.output(0).shape)
     width = lanes(conv.output(0).dtype)

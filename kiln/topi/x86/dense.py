@@ -23,11 +23,10 @@ import numpy as np
 
 from kiln import te
 
-from ..utils import as_list, get_const_tuple
+from ..utils import get_const_tuple
 from ._common import (
     anchor_stages,
     const_extent,
-    find_anchor,
     inline_injective,
     is_pow2,
     lanes,
@@ -38,7 +37,7 @@ from ._common import (
     unit_split2,
     worth_parallel,
 )
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule, schedule_injective_from_existing
 
 
 def _block_order(st, batch, mo, no, mi, ni, mcount, ncount, row_tail, parallel=True):
@@ -202,12 +201,8 @@ def _gemm_plan(s, outs, op) -> None:
 
 
 def _schedule_mm(outs, tags):
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    op = find_anchor(outs, tags)
+    s, outs, op = anchored_schedule(outs, tags)
     if op is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     attrs = op.attrs or {}
     if attrs.get("transpose_b", False) and not attrs.get("transpose_a", False):

@@ -37,6 +37,7 @@ from kiln.topi.utils import all_ops, as_list, get_const_tuple
 from .bf16 import aligned_reduction, np_to_bf16_bits
 from .bf16_intrin import (
     LANES,
+    bf16_block_compute,
     bf16_rows_source,
     check_bf16_cpu,
     round_to_bf16,
@@ -151,19 +152,9 @@ def dense_block_intrin(mr: int, nr: int, kc2: int) -> te.TensorIntrin:
 
         c[i, j] = sum_{k2, p} f32(a[i, 2*k2 + p]) * f32(b[k2, j, p])
 
-    ``a`` rows ``lda`` apart, ``b`` pair rows ``ldb`` apart, ``c`` rows ``ldc`` apart."""
-    a = te.placeholder((mr, 2 * kc2), dtype="uint16", name="a")
-    b = te.placeholder((kc2, nr, 2), dtype="uint16", name="b")
-    k2 = te.reduce_axis((0, kc2), name="k2")
-    p = te.reduce_axis((0, 2), name="p")
-    c = te.compute((mr, nr), lambda i, j: te.sum(
-        to_float32(a[i, 2 * k2 + p]) * to_float32(b[k2, j, p]), axis=[k2, p]), name="c")
-    binds = {
-        a: tir.decl_buffer(a.shape, a.dtype, "a", strides=[te.var("lda"), 1], offset_factor=1),
-        b: tir.decl_buffer(b.shape, b.dtype, "b", strides=[te.var("ldb"), 2, 1],
-                           offset_factor=1),
-        c: tir.decl_buffer(c.shape, c.dtype, "c", strides=[te.var("ldc"), 1], offset_factor=1),
-    }
+    ``a`` rows ``lda`` apart, ``b`` pair rows ``ldb`` apart, ``c`` rows ``ldc`` apart
+    (:func:`.bf16_intrin.bf16_block_compute`)."""
+    c, binds = bf16_block_compute(mr, nr, kc2)
 
     def intrin_func(ins, outs):
         aa, bb = ins

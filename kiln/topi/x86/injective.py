@@ -24,6 +24,7 @@ from ..utils import as_list
 from ._common import (
     PARALLEL_MIN_ELEMS,
     const_extent,
+    find_anchor,
     fuse_parallel,
     inline_injective,
     is_pow2,
@@ -158,7 +159,27 @@ schedule_broadcast = schedule_injective
 schedule_batch_norm = schedule_injective
 
 
+def schedule_others(s, outs, *scheduled) -> None:
+    """The injective schedule for each output of ``outs`` whose operation is not among
+    ``scheduled`` (the operations an operator's schedule has placed itself)."""
+    for t in outs:
+        if not any(t.op is op for op in scheduled):
+            schedule_injective_from_existing(s, t)
+
+
+def anchored_schedule(outs, tags) -> tuple[te.Schedule, list, ComputeOp | None]:
+    """``(schedule, outs, anchor)``: a new schedule of ``outs`` (as a list) and the operation
+    among them tagged one of ``tags`` (``find_anchor``), which the operator's schedule then
+    blocks. Without one, every output gets the injective schedule and ``anchor`` is None."""
+    outs = as_list(outs)
+    s = te.create_schedule([t.op for t in outs])
+    anchor = find_anchor(outs, tags)
+    if anchor is None:
+        schedule_others(s, outs)
+    return s, outs, anchor
+
+
 __all__ = [
     "schedule_injective", "schedule_injective_from_existing", "schedule_elemwise",
-    "schedule_broadcast", "schedule_batch_norm",
+    "schedule_broadcast", "schedule_batch_norm", "anchored_schedule", "schedule_others",
 ]

@@ -46,10 +46,9 @@ from kiln.ir import dtype as dt
 from .. import tag
 from ..nn.conv2d import _cast
 from ..nn.dense import _add_bias
-from ..utils import as_list, get_const_int, get_const_tuple, is_const_int
+from ..utils import get_const_int, get_const_tuple, is_const_int
 from ._common import (
     PARALLEL_MIN_ELEMS,
-    find_anchor,
     inline_injective,
     lanes,
     num_threads,
@@ -58,7 +57,7 @@ from ._common import (
     work_expr,
     worth_parallel,
 )
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule, schedule_others
 
 #: vector registers of output columns in a packed panel (``nb = vectors x lanes``), widest
 #: first: ``v`` weight vectors per step of ``k`` feed ``v mb`` FMAs. 6 rows x 4 vectors (24
@@ -319,9 +318,7 @@ def _blocked_stages(s, outs, op) -> tuple[te.Stage, te.Tensor]:
         inner, top = op.output(0), s[out]
     else:
         inner, top = s.cache_write(op.output(0), "local"), s[op]
-    for t in outs:
-        if t.op is not op and t.op is not top.op:
-            schedule_injective_from_existing(s, t)
+    schedule_others(s, outs, op, top.op)
     return top, inner
 
 
@@ -373,12 +370,8 @@ def schedule_dense_pack_block(s, outs, op, plan: dict | None = None) -> None:
 def schedule_dense_pack(outs):
     """dense_pack, with its bias and elementwise epilogue (TVM's
     ``topi.x86.schedule_dense_pack``)."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    op = find_anchor(outs, ("dense_pack",))
+    s, outs, op = anchored_schedule(outs, ("dense_pack",))
     if op is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     schedule_dense_pack_block(s, outs, op)
     return s

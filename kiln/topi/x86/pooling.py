@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from kiln import te
-
 from ..transform import _parse_layout
-from ..utils import as_list, get_const_tuple
+from ..utils import get_const_tuple
 from ._common import (
     PARALLEL_MIN_ELEMS,
     anchor_and_pad,
-    find_anchor,
     fuse_parallel,
     is_pow2,
     lanes,
@@ -17,7 +14,7 @@ from ._common import (
     numel,
     row_block,
 )
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule
 from .reduction import schedule_reduce
 
 
@@ -25,12 +22,8 @@ def schedule_pool(outs, layout=None):
     """pool2d / pool (max or avg, any layout): blocks of output columns (or of the packed
     channel block, when it is innermost) accumulated in a local cache, vectorized; the
     padding stage computed once in parallel."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    pool = find_anchor(outs, ("pool_max", "pool_sum"))
+    s, outs, pool = anchored_schedule(outs, ("pool_max", "pool_sum"))
     if pool is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     layout = layout or (pool.attrs or {}).get("layout", "NCHW")
     names = [c for c, _ in _parse_layout(layout)]

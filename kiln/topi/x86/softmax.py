@@ -37,7 +37,7 @@ from ._common import (
     parallel_when,
     work_expr,
 )
-from .injective import SYMBOLIC_TAIL, schedule_injective_from_existing
+from .injective import SYMBOLIC_TAIL, schedule_injective_from_existing, schedule_others
 
 
 def _named(outs, name):
@@ -180,9 +180,7 @@ def schedule_layer_norm(outs):
         if len(axes) == 1:
             _vectorize_row_reduction(s, s1)
             _vectorize_row_reduction(s, s2)
-    for t in outs:
-        if t.op is not ln:
-            schedule_injective_from_existing(s, t)
+    schedule_others(s, outs, ln)
     return s
 
 

@@ -36,7 +36,7 @@ from ..utils import as_list, get_const_tuple
 from ._common import find_anchor
 from .conv2d import nchwc_plan, schedule_conv_nchwc_block
 from .dense import _dot_plan, dot_plan_params, schedule_dense
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule
 from .packed_dense import (
     HeadLayout,
     dense_pack_plan,
@@ -111,12 +111,8 @@ def define_nchwc_space(cfg, conv) -> dict:
 
 
 def _schedule_nchwc_cfg(cfg, outs, tag: str):
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, (tag,))
+    s, outs, conv = anchored_schedule(outs, (tag,))
     if conv is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     plan = define_nchwc_space(cfg, conv)
     schedule_conv_nchwc_block(s, outs, conv, plan)

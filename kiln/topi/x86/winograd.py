@@ -17,11 +17,8 @@ the channel block.
 
 from __future__ import annotations
 
-from kiln import te
-
-from ..utils import as_list, get_const_tuple, input_tensors
+from ..utils import get_const_tuple, input_tensors
 from ._common import (
-    find_anchor,
     inline_injective,
     largest_divisor,
     num_threads,
@@ -29,7 +26,7 @@ from ._common import (
     vector_registers,
     worth_parallel,
 )
-from .injective import schedule_injective_from_existing
+from .injective import anchored_schedule, schedule_others
 
 #: the batched product's register tile: tiles x output-channel vectors
 TILE_ROWS, TILE_VECTORS = 7, 2
@@ -40,35 +37,14 @@ TILE_ROWS_WIDE = 8
 #: tiles per parallel block: at least ``BLOCK_TILES`` (whole tile rows), and at batch > 1
 #: whole images up to ``BLOCK_TILES_MAX`` tiles when one image has fewer than ``BLOCK_TILES``
 BLOCK_TILES, BLOCK_TILES_MAX = 16, 64
-#: at batch 1 a block plan whose busiest thread has up to this much more work than the best
-#: split's still counts as balanced (:func:`balanced_rows`)
-BALANCE_SLACK = 1.15
-
-
-def balanced_rows(nh: int, nw: int, threads: int) -> int:
-    """Tile rows per parallel block of a batch-1 image of ``nh x nw`` tiles: the fewest
-    giving at least ``BLOCK_TILES`` tiles among the splits whose busiest thread has at most
-    ``BALANCE_SLACK`` times the tile rows of the best split's, else the largest of those
-    splits (fewer blocks: each block streams the whole transformed kernel).
-
-    The busiest thread takes ``ceil(blocks / threads)`` blocks (the first chunk of OpenMP's
-    guided schedule). 14² by F(2x2) (7 tile rows) on 2 threads: 4 rows (blocks of 4 and 3
-    rows) where the first rule alone took 3 (blocks of 3, 3 and 1: one thread did 6 rows,
-    the other 1)."""
-    def busiest(rows: int) -> int:  # tile rows of the thread with the most
-        blocks = -(-nh // rows)
-        return min(nh, -(-blocks // threads) * rows)
-
-    best = min(busiest(r) for r in range(1, nh + 1))
-    fair = [r for r in range(1, nh + 1) if busiest(r) <= BALANCE_SLACK * best]
-    return min((r for r in fair if r * nw >= BLOCK_TILES), default=max(fair))
-
-
 def winograd_plan(conv) -> dict:
-    """``rows`` tile rows per parallel block (at batch 1 :func:`balanced_rows`: the threads'
-    shares balanced, at least ~16 tiles per block), ``images`` images per block,
-    ``rt``/``vo`` the register tile of the batched product, and its loop order inside the
-    tile.
+    """``rows`` tile rows per parallel block (enough blocks for every thread, and at least
+    ~16 tiles per block), ``images`` images per block, ``rt``/``vo`` the register tile of the
+    batched product, and its loop order inside the tile.
+
+    At batch 1 the rows are not balanced over the threads (7 tile rows on 2 threads: blocks
+    of 3, 3 and 1): blocks of 4 and 3 measured 2x slower on ResNet-18's 28² F(4x4) layers
+    inside the model (2 threads, AVX-512), though faster on a 14² F(2x2) layer alone.
 
     At batch > 1 a block never straddles two images' partial rows: ``rows`` is the smallest
     divisor of the image's tile rows giving at least 16 tiles (the fused batch x row-block
@@ -90,7 +66,8 @@ def winograd_plan(conv) -> dict:
     rows = min((r for r in range(1, nh) if r * nw >= BLOCK_TILES), default=nh)
     images, nt = 1, num_threads()
     if n_batch == 1:
-        rows = balanced_rows(nh, nw, nt)
+        while rows > 1 and -(-nh // rows) < nt:
+            rows -= 1
     elif rows < nh:  # blocks of whole tile rows of one image: no tail block
         rows = min(d for d in range(rows, nh + 1) if nh % d == 0)
     else:  # small images: blocks of whole images, enough of them for every thread
@@ -109,12 +86,8 @@ def winograd_plan(conv) -> dict:
 
 def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     """Schedule ``outs`` whose anchor is a ``conv2d_NCHWc_winograd`` (module doc)."""
-    outs = as_list(outs)
-    s = te.create_schedule([t.op for t in outs])
-    conv = find_anchor(outs, ("conv2d_NCHWc_winograd",))
+    s, outs, conv = anchored_schedule(outs, ("conv2d_NCHWc_winograd",))
     if conv is None:
-        for t in outs:
-            schedule_injective_from_existing(s, t)
         return s
     plan = plan or winograd_plan(conv)
     m, rows, rt, vo = plan["m"], plan["rows"], plan["rt"], plan["vo"]
@@ -146,9 +119,7 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     out_st.unroll(i)
     out_st.unroll(j)
     out_st.vectorize(o)
-    for t in outs[1:]:
-        if t.op is not conv:
-            schedule_injective_from_existing(s, t)
+    schedule_others(s, outs[1:], conv)
 
     # A^T M of one tile, just before its output pixels: m x alpha vectors, in registers
     zs = s[atm]
@@ -202,4 +173,4 @@ def schedule_conv2d_winograd_NCHWc(outs, plan=None):  # noqa: N802
     return s
 
 
-__all__ = ["schedule_conv2d_winograd_NCHWc", "winograd_plan", "balanced_rows"]
+__all__ = ["schedule_conv2d_winograd_NCHWc", "winograd_plan"]
