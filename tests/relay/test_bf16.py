@@ -142,20 +142,6 @@ def test_activations_only_bf16_dense_layers_read_are_stored_in_bf16(monkeypatch)
 
 
 @requires_bf16
-@pytest.mark.slow
-def test_small_resnet_bf16_agrees_with_fp32():
-    model = onnx_models.resnet18(hw=32, classes=10)
-    mod, params = relay.frontend.from_onnx(model)
-    lib = relay.build(mod, target="llvm", params=params, precision="bf16")
-    for seed in range(4):
-        name, x = onnx_models.random_input(model, seed=seed)
-        ref = _onnxruntime(model, name, x)
-        y = _run(lib, name, x)
-        assert _close(y, ref)
-        assert np.array_equal(y.argmax(1), ref.argmax(1))
-
-
-@requires_bf16
 @pytest.mark.parametrize("model", [onnx_models.gemm_classifier(),  # reductions 36 and 16
                                    onnx_models.mlp_block(seq="seq", d=1024, hidden=32)],
                          ids=["short_reductions", "symbolic_rows"])

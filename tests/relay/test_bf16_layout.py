@@ -88,6 +88,7 @@ def test_small_resnet_transforms_layouts_only_at_its_ends(monkeypatch):
 
 
 @pytest.mark.slow  # the AMX micro-kernel; both micro-kernels in blocked layouts: tests/topi
+# (the host target's bf16 build of this model is the same one: no second test of it)
 @pytest.mark.parametrize("kind", ["amx"])
 def test_small_resnet_blocked_bf16_agrees_with_fp32(kind):
     target = TARGETS[kind]
@@ -97,7 +98,7 @@ def test_small_resnet_blocked_bf16_agrees_with_fp32(kind):
     lib = relay.build(mod, target=target, params=params, precision="bf16")
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
-    for seed in range(3):
+    for seed in range(4):
         name, x = onnx_models.random_input(model, seed=seed)
         gm.set_input(name, x)
         gm.run()
