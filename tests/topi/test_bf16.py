@@ -42,6 +42,17 @@ def path(request, monkeypatch):
     return request.param
 
 
+def refuse_amx_tiles(monkeypatch) -> None:
+    """Make the generated code behave as in a process Linux denies the AMX tile state (its
+    request fails), so AMX blocks run in AVX-512 pieces; skips without AMX-BF16."""
+    if not bf16_intrin.uses_amx():
+        pytest.skip("this CPU has no AMX-BF16")
+    granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
+    assert granted in bf16_intrin.AMX_COMMON
+    monkeypatch.setattr(bf16_intrin, "AMX_COMMON",
+                        bf16_intrin.AMX_COMMON.replace(granted, "0"))
+
+
 def _rounded(x: np.ndarray) -> np.ndarray:
     return B.np_from_bf16_bits(B.np_to_bf16_bits(x)).astype(np.float64)
 
@@ -291,12 +302,7 @@ def _check_direct(kind, shape, o, k, strides, pads, dil):
 def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypatch):
     """A direct convolution's AMX blocks computed by the AVX-512 fallback, as in a process
     Linux denies the tile state (a dense layer's: test_dense_bf16.py)."""
-    if not bf16_intrin.uses_amx():
-        pytest.skip("this CPU has no AMX-BF16")
-    granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
-    assert granted in bf16_intrin.AMX_COMMON
-    monkeypatch.setattr(bf16_intrin, "AMX_COMMON",
-                        bf16_intrin.AMX_COMMON.replace(granted, "0"))
+    refuse_amx_tiles(monkeypatch)
     rng = np.random.default_rng(4)
     # a direct convolution's blocks: 61 pixels (32 + 29) x 32 channels
     x = rng.standard_normal((1, 32, 7, 7)).astype(np.float32)

@@ -25,7 +25,12 @@ from kiln.topi.x86 import bf16_intrin
 from kiln.topi.x86 import dense_bf16 as D
 from kiln.topi.x86.bf16 import np_from_bf16_bits, np_to_bf16_bits
 
-from .test_bf16 import _rounded, path, requires_bf16  # noqa: F401 - path is a fixture
+from .test_bf16 import (  # noqa: F401 - path is a fixture
+    _rounded,
+    path,
+    refuse_amx_tiles,
+    requires_bf16,
+)
 
 
 def _check(y: np.ndarray, x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> None:
@@ -165,12 +170,7 @@ def test_pinned_targets_choose_their_instructions(target):
 def test_amx_blocks_run_in_avx512_pieces_where_the_os_refuses_the_tiles(monkeypatch):
     """A block of 32 x 48 rows (AMX chunks of 32 columns and a ragged 16) computed by the
     AVX-512 fallback, as in a process Linux denies the tile state."""
-    if not bf16_intrin.uses_amx():
-        pytest.skip("this CPU has no AMX-BF16")
-    granted = "syscall(SYS_arch_prctl, 0x1023, 18) == 0"
-    assert granted in bf16_intrin.AMX_COMMON
-    monkeypatch.setattr(bf16_intrin, "AMX_COMMON",
-                        bf16_intrin.AMX_COMMON.replace(granted, "0"))
+    refuse_amx_tiles(monkeypatch)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((70, 64)).astype(np.float32)
     w = rng.standard_normal((48, 64)).astype(np.float32)
