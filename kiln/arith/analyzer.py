@@ -135,7 +135,11 @@ class Analyzer:
         self._changed()
 
     def _tighten(self, c: E.CmpOp) -> None:
-        """Narrow variable bounds from a comparison ``a OP b`` assumed true."""
+        """Narrow variable bounds from a comparison ``a OP b`` assumed true (not where a
+        side can wrap: ``a + b < 10`` on uint8 bounds neither ``a`` nor ``b``)."""
+        if B.wrap_modulus(c.a.dtype) is not None and (self.may_wrap(c.a) or
+                                                      self.may_wrap(c.b)):
+            return
         d = self.to_lin(c.a).sub(self.to_lin(c.b))
         t = type(c)
         if t in (E.LT, E.LE, E.EQ):  # d <= k
@@ -183,6 +187,11 @@ class Analyzer:
     def const_int_bound(self, e) -> ConstIntBound:
         """``(lo, hi)`` with every value of ``e`` inside; ``None`` for an infinite end."""
         return self._cb(convert(e))
+
+    def may_wrap(self, e: E.PrimExpr) -> bool:
+        """Whether some sub-expression of ``e`` of an unsigned or narrow signed dtype can
+        wrap around (leave its dtype's range)."""
+        return self._cb.may_wrap(e)
 
     def modular_set(self, e) -> ModularSet:
         """``(coeff, base)``: every value of ``e`` is ``coeff*k + base``."""

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from ..ir import dtype as dt
 from ..ir import expr as E
+from ..ir.dtype import wrap_int, wrap_modulus  # noqa: F401 (the arith modules take them from here)
 
 _INF = float("inf")
 
@@ -186,18 +187,16 @@ def dtype_bound(dtype: str) -> ConstIntBound:
     return EVERYTHING
 
 
-def wrap_int(value: int, dtype: str) -> int:
-    """``value`` converted to integer ``dtype`` with two's-complement wrap-around."""
-    d = dt.parse(dtype)
-    if d.code == "bool":
-        return int(value != 0)
-    if d.code not in ("int", "uint"):
-        return int(value)
-    m = 1 << d.bits
-    v = int(value) % m
-    if d.code == "int" and v >= m // 2:
-        v -= m
-    return v
+def wrapped_bound(raw: Bound, dtype: str) -> ConstIntBound:
+    """The bound of a result of ``dtype`` whose unwrapped value lies in ``raw``: ``raw``
+    itself where the dtype cannot wrap or ``raw`` fits its range, else the whole range."""
+    if wrap_modulus(dtype) is None:
+        return ConstIntBound(*raw)
+    full = dtype_bound(dtype)
+    if raw[0] is not None and raw[1] is not None and contains(full, raw[0]) and \
+            contains(full, raw[1]):
+        return ConstIntBound(*raw)
+    return full
 
 
 def is_int_scalar(dtype: str) -> bool:

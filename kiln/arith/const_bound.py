@@ -1,4 +1,11 @@
-"""Constant integer bound of an expression under an Analyzer's bindings."""
+"""Constant integer bound of an expression under an Analyzer's bindings.
+
+Where an integer dtype wraps around (``bound.wrap_modulus``: unsigned and narrow signed
+types), a result whose interval leaves the dtype's range gets the whole range
+(``a + b`` on uint8 is ``[0, 255]`` unless it provably does not overflow), and
+``may_wrap`` tells whether an expression's value can differ from its value under
+unbounded arithmetic, the meaning the linear forms and the rewrite rules give it.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +29,11 @@ class ConstBoundWalker:
         self.an = analyzer
         self.cache: dict[int, tuple[E.PrimExpr, ConstIntBound]] = {}
         self._let: dict[E.Var, ConstIntBound] = {}
+        self._wraps: dict[int, tuple[E.PrimExpr, bool]] = {}
 
     def clear(self) -> None:
         self.cache.clear()
+        self._wraps.clear()
 
     def __call__(self, e: E.PrimExpr) -> ConstIntBound:
         hit = self.cache.get(id(e))
@@ -53,13 +62,37 @@ class ConstBoundWalker:
             return ConstIntBound(0, None)
         return B.EVERYTHING
 
-    def _compute(self, e) -> ConstIntBound:  # noqa: C901 - a flat type switch
+    def may_wrap(self, e: E.PrimExpr) -> bool:
+        """Whether some integer sub-expression of ``e`` (``e`` included) of a wrapping dtype
+        can leave that dtype's range, i.e. wrap around."""
+        hit = self._wraps.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        r = self._leaves_range(e) or any(self.may_wrap(c) for c in _children(e))
+        self._wraps[id(e)] = (e, r)
+        return r
+
+    def _leaves_range(self, e: E.PrimExpr) -> bool:
+        if isinstance(e, E.IntImm | E.Var) or not dt.is_integer(e.dtype) or \
+                B.wrap_modulus(e.dtype) is None:
+            return False
+        raw = self._op_bound(e)
+        return B.wrapped_bound(raw, e.dtype) != raw
+
+    def _compute(self, e) -> ConstIntBound:
         if isinstance(e, E.IntImm):
             return ConstIntBound(e.value, e.value)
         if isinstance(e, E.Var):
             return self.var_bound(e)
         if not dt.is_integer(e.dtype):
             return B.EVERYTHING
+        raw = self._op_bound(e)
+        if B.wrap_modulus(e.dtype) is None:
+            return raw
+        return B.wrapped_bound(raw, e.dtype)
+
+    def _op_bound(self, e) -> ConstIntBound:  # noqa: C901 - a flat type switch
+        """The bound of integer operation ``e`` under unbounded arithmetic."""
         t = type(e)
         if t is E.Add:
             return B.add(self(e.a), self(e.b))
@@ -120,3 +153,13 @@ class ConstBoundWalker:
         if B.contains(target, srange[0]) and B.contains(target, srange[1]):
             return B.intersect(src, srange)  # a widening cast keeps every value
         return target
+
+
+def _children(e: E.PrimExpr):
+    """The expression operands of ``e``."""
+    for f in e._fields:
+        v = getattr(e, f)
+        if isinstance(v, E.PrimExpr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, E.PrimExpr))

@@ -7,8 +7,10 @@ With floor semantics, splitting off multiples of the divisor is exact for *any* 
 so the numerator's linear form is split into a divisible part and a remainder ``r``; the
 remainder's bounds then often fix the quotient (``floordiv(j, 8) -> 0`` for ``j in [0, 7]``;
 ``floordiv(5*n - 1, n) -> 4`` for ``n >= 1``: a remainder in ``[-b, 0)`` takes one off).
-Further rules: a common factor of the remainder and the divisor is cancelled, nested
-divisions merge (``floordiv(floordiv(x, a), b) -> floordiv(x, a*b)``), and in sums
+A factor ``g`` of the divisor is taken out of the terms it divides when the others lie in
+one block of ``g`` (``floordiv(jo*16 + ji, 64) -> floordiv(jo, 4)`` for ``ji in [0, 15]``;
+a common factor of all terms is the case where the others are a constant). Further rules:
+nested divisions merge (``floordiv(floordiv(x, a), b) -> floordiv(x, a*b)``), and in sums
 ``floordiv(x, c)*c + floormod(x, c) -> x`` and ``x - floordiv(x, c)*c -> floormod(x, c)``.
 Truncating division gets the same rules when its numerator is provably non-negative.
 """
@@ -16,6 +18,7 @@ Truncating division gets the same rules when its numerator is provably non-negat
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from math import gcd
 from typing import TYPE_CHECKING
 
@@ -64,11 +67,32 @@ def _const(dtype: str, v: int) -> E.IntImm:
     return E.IntImm(dtype, v)
 
 
-def _gcd_of(c: int, lin: Lin) -> int:
-    g = c
-    for k in lin.coeffs():
-        g = gcd(g, k)
-    return g
+def _subset_gcds(c: int, coeffs: Iterable[int]) -> set[int]:
+    """``gcd(c, *S)`` for every non-empty subset ``S`` of ``coeffs``."""
+    out: set[int] = set()
+    for co in coeffs:
+        g = gcd(c, co)
+        out |= {gcd(g, h) for h in out} | {g}
+    return out
+
+
+def _split_coarse(rw: Rewriter, r: Lin, c: int) -> tuple[int, Lin] | None:
+    """``(g, y + k)`` with ``r == g*y + s``, ``g > 1`` a divisor of ``c`` and every value of
+    ``s`` in one block ``[k*g, k*g + g - 1]``; None when no such ``g`` is found.
+
+    ``y`` takes the terms whose coefficient ``g`` divides, ``s`` the others and the
+    constant; the candidates for ``g`` are the gcds of ``c`` and the coefficients of each
+    subset of the terms, largest first. Then ``floordiv(r, c) == floordiv(y + k, c/g)``:
+    ``floordiv(jo*16 + ji, 64) -> floordiv(jo, 4)`` for ``ji in [0, 15]``. A common factor of
+    all terms is the case of an ``s`` that is a constant (``floordiv(x*4 + 5, 8) ->
+    floordiv(x + 1, 2)``)."""
+    for g in sorted(_subset_gcds(c, r.coeffs()) - {1}, reverse=True):
+        y_terms = {m: (co // g, a) for m, (co, a) in r.terms.items() if co % g == 0}
+        s = Lin(r.dtype, {m: v for m, v in r.terms.items() if m not in y_terms}, r.const)
+        k = s.const // g if s.is_const() else _same_block(rw, s, g)
+        if k is not None:
+            return g, Lin(r.dtype, y_terms, k)
+    return None
 
 
 def _same_block(rw: Rewriter, r: Lin, c: int):
@@ -101,9 +125,9 @@ def _floordiv_rest(rw: Rewriter, r: Lin, c: int) -> Lin:
     k = _same_block(rw, r, c)
     if k is not None:
         return Lin.constant(dtype, k)
-    g = _gcd_of(c, r)
-    if g > 1:  # floordiv(g*y + r0, g*c') == floordiv(y + floor(r0/g), c')
-        y = Lin(dtype, {m: (co // g, a) for m, (co, a) in r.terms.items()}, r.const // g)
+    split = _split_coarse(rw, r, c)
+    if split is not None:  # floordiv(g*y + s, g*c') == floordiv(y + k, c')
+        g, y = split
         return floordiv_lin(rw, y, c // g)
     single = _single_atom(r)
     if single is not None and type(single) is E.FloorDiv:
@@ -132,10 +156,10 @@ def floormod_lin(rw: Rewriter, lin: Lin, c: int) -> Lin:
     k = _same_block(rw, r, c)
     if k is not None:
         return r.add_const(-k * c)
-    g = _gcd_of(c, r)
-    if g > 1:  # floormod(g*y + r0, g*c') == g*floormod(y + floor(r0/g), c') + r0 mod g
-        y = Lin(dtype, {m: (co // g, a) for m, (co, a) in r.terms.items()}, r0 // g)
-        return floormod_lin(rw, y, c // g).scale(g).add_const(r0 % g)
+    split = _split_coarse(rw, r, c)
+    if split is not None:  # floormod(g*y + s, g*c') == g*floormod(y + k, c') + s - k*g
+        g, y = split
+        return floormod_lin(rw, y, c // g).scale(g).add(r.sub(y.scale(g)))
     single = _single_atom(r)
     if single is not None and type(single) is E.FloorMod and isinstance(single.b, E.IntImm) \
             and single.b.value % c == 0:

@@ -2,9 +2,10 @@
 
 ``evaluate(e, env)`` follows the IR's semantics: ``FloorDiv``/``FloorMod`` round toward
 -inf, integer ``Div``/``Mod`` truncate toward zero (C), comparisons and logic give 0/1,
-``Select`` evaluates both sides, casts to integer types wrap around. Integer arithmetic is
-unbounded (like the simplifier, it assumes no overflow). Loads read ``env[buffer_var]``
-(any indexable).
+``Select`` evaluates both sides, casts to integer types wrap around. Arithmetic in unsigned
+and narrow signed types wraps modulo ``2**bits`` (``bound.wrap_modulus``); int32/int64
+arithmetic is unbounded (like the simplifier, it assumes no overflow). Loads read
+``env[buffer_var]`` (any indexable).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from .bound import wrap_int
+from .bound import wrap_int, wrap_modulus
 
 
 def _tdiv(a: int, b: int) -> int:
@@ -60,7 +61,8 @@ class _Eval:
             return self.env[e]
         fn = _BIN.get(t)
         if fn is not None:
-            return fn(self(e.a), self(e.b), e.a.dtype)
+            v = fn(self(e.a), self(e.b), e.a.dtype)
+            return wrap_int(v, e.dtype) if wrap_modulus(e.dtype) is not None else v
         if t is E.And:
             return int(bool(self(e.a)) and bool(self(e.b)))
         if t is E.Or:

@@ -1,5 +1,6 @@
 """Constant folding with the IR's semantics (truncating Div/Mod, flooring FloorDiv/FloorMod,
-float results rounded to their dtype's precision, integer casts wrapping around)."""
+float results rounded to their dtype's precision, integer casts wrapping around, and so
+does arithmetic in unsigned and narrow signed types: ``bound.wrap_modulus``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from .bound import wrap_int
+from .bound import wrap_int, wrap_modulus
 
 
 def fold_float(value: float, dtype: str) -> E.FloatImm:
@@ -56,7 +57,9 @@ def fold_binary(e, a, b):
     if isinstance(a, E.IntImm) and isinstance(b, E.IntImm) and dt.is_integer(e.dtype):
         fn = _INT_FOLD.get(type(e))
         v = fn(a.value, b.value) if fn else None
-        return None if v is None else E.IntImm(e.dtype, v)
+        if v is None:
+            return None
+        return E.IntImm(e.dtype, wrap_int(v, e.dtype) if wrap_modulus(e.dtype) else v)
     if isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm):
         fn = _FLOAT_FOLD.get(type(e))
         v = fn(a.value, b.value) if fn else None

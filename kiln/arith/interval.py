@@ -169,12 +169,16 @@ def add_end(x: End, y: End) -> End:
         return x
     if isinstance(y, _Infinity):
         return y
+    if isinstance(x, E.IntImm) and isinstance(y, E.IntImm):  # an exact end, not wrapped
+        return E.IntImm(x.dtype, x.value + y.value)
     return add(x, y)
 
 
 def neg_end(x: End) -> End:
     if isinstance(x, _Infinity):
         return -x
+    if isinstance(x, E.IntImm):  # an exact end, not wrapped
+        return E.IntImm(x.dtype, -x.value)
     return sub(make_const(0, x.dtype), x)
 
 

@@ -49,6 +49,8 @@ def _mul_end(x: End, y: End, sx: int, sy: int) -> End:
         s = (x.sign if isinstance(x, _Infinity) else sx) * \
             (y.sign if isinstance(y, _Infinity) else sy)
         return pos_inf if s > 0 else neg_inf
+    if isinstance(x, E.IntImm) and isinstance(y, E.IntImm):  # an exact end, not wrapped
+        return E.IntImm(x.dtype, x.value * y.value)
     return mul(x, y)
 
 
@@ -60,6 +62,8 @@ class IntervalEvaluator:
 
     Signs of symbolic factors and divisors are decided with the analyzer's constant
     bounds (so free integer variables count as non-negative when the analyzer assumes so).
+    In dtypes that wrap around (``bound.wrap_modulus``) an interval whose ends are not
+    constants inside the dtype's range widens to the whole range.
     """
 
     def __init__(self, analyzer: Analyzer, dom: dict[E.Var, IntervalSet]):
@@ -72,6 +76,9 @@ class IntervalEvaluator:
         if hit is not None and hit[0] is e:
             return hit[1]
         r = self._eval(e)
+        if not r.is_single_point() and dt.is_integer(e.dtype) and \
+                B.wrap_modulus(e.dtype) is not None:
+            r = _within_dtype(r, e.dtype)
         self.memo[id(e)] = (e, r)
         return r
 
@@ -371,3 +378,13 @@ _BINARY = {
     E.Mod: IntervalEvaluator._truncmod, E.Min: IntervalEvaluator._min,
     E.Max: IntervalEvaluator._max,
 }
+
+
+def _within_dtype(s: IntervalSet, dtype: str) -> IntervalSet:
+    """``s`` where its ends are constants inside ``dtype``'s range, else that whole range
+    (the values wrap around)."""
+    full = B.dtype_bound(dtype)
+    ends = (s.min_value, s.max_value)
+    if all(isinstance(x, E.IntImm) and B.contains(full, x.value) for x in ends):
+        return s
+    return IntervalSet(E.IntImm(dtype, full[0]), E.IntImm(dtype, full[1]))

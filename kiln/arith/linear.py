@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir import expr as E
+from .bound import wrap_int
 
 # Products of sums are expanded only while the result stays this small.
 EXPAND_LIMIT = 16
@@ -138,6 +139,20 @@ class Lin:
 
     def add_const(self, k: int) -> Lin:
         return Lin(self.dtype, self.terms, self.const + k) if k else self
+
+    def reduced(self, modulus: int) -> Lin:
+        """The same form modulo ``modulus`` (a wrapping dtype's ``2**bits``): coefficients
+        in ``[-modulus/2, modulus/2)``, zero terms dropped; a lone constant in the dtype's
+        range (``(x + 200) + 100 -> x + 44`` and ``255 + 1 -> 0`` on uint8)."""
+        half = modulus // 2
+
+        def rep(v: int) -> int:
+            return (v + half) % modulus - half
+
+        terms = {m: (rep(c), a) for m, (c, a) in self.terms.items() if c % modulus}
+        if terms:
+            return Lin(self.dtype, terms, rep(self.const))
+        return Lin(self.dtype, {}, wrap_int(self.const, self.dtype))
 
     def mul(self, other: Lin) -> Lin | None:
         """The expanded product, or None when it would exceed ``EXPAND_LIMIT`` terms."""

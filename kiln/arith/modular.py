@@ -1,7 +1,9 @@
 """Modular sets: every value of ``e`` is ``coeff * k + base`` for some integer ``k``.
 
 ``coeff == 0`` means ``e`` is exactly ``base``; ``coeff == 1`` means nothing is known.
-``base`` is normalized into ``[0, coeff)`` when ``coeff > 0``.
+``base`` is normalized into ``[0, coeff)`` when ``coeff > 0``. In dtypes that wrap around
+(``bound.wrap_modulus``) a set is only kept modulo ``2**bits``: ``coeff`` becomes
+``gcd(coeff, 2**bits)`` (``x*3`` on uint8 is any value, ``x*4`` stays a multiple of 4).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..ir import dtype as dt
 from ..ir import expr as E
+from .bound import wrap_int, wrap_modulus
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer
@@ -27,6 +30,16 @@ def make(coeff: int, base: int) -> ModularSet:
 
 
 EVERYTHING = ModularSet(1, 0)
+
+
+def _wrapped(m: ModularSet, dtype: str) -> ModularSet:
+    """``m`` for a result of ``dtype`` taken modulo its ``2**bits`` where it wraps."""
+    modulus = wrap_modulus(dtype)
+    if modulus is None:
+        return m
+    if m.coeff == 0:
+        return ModularSet(0, wrap_int(m.base, dtype))
+    return make(gcd(m.coeff, modulus), m.base)
 
 
 def _union(a: ModularSet, b: ModularSet) -> ModularSet:
@@ -48,6 +61,8 @@ class ModularWalker:
         if hit is not None and hit[0] is e:
             return hit[1]
         r = self._compute(e)
+        if r is not EVERYTHING and dt.is_integer(e.dtype):
+            r = _wrapped(r, e.dtype)
         if len(self.cache) > 100_000:
             self.cache.clear()
         self.cache[id(e)] = (e, r)

@@ -18,7 +18,7 @@ from ..ir import expr as E
 from ..ir.functor import collect_vars, rebuild, substitute
 from ..ir.op import make_const
 from . import divmod as DM
-from .bound import dtype_bound, is_int_scalar
+from .bound import dtype_bound, is_int_scalar, wrap_modulus
 from .fold import CMP_FOLD, fold_binary, fold_cast
 from .linear import Lin, render
 
@@ -94,6 +94,12 @@ class Rewriter:
     def same(self, a, b) -> bool:
         return a is b or self.an.keys(a) == self.an.keys(b)
 
+    def may_wrap(self, *es: E.PrimExpr) -> bool:
+        """Whether one of ``es`` can wrap around, so that rules reading them as unbounded
+        integers (their linear forms, bounds of differences) do not apply: ``max(a + b, b)``
+        on uint8 is not ``a + b``. Always False for int32/int64 (overflow is undefined)."""
+        return any(wrap_modulus(x.dtype) is not None and self.an.may_wrap(x) for x in es)
+
     # ---- leaves ------------------------------------------------------------------------------
     def _leaf(self, e):
         return e
@@ -141,6 +147,9 @@ class Rewriter:
                     return base
             if t is not E.Mul:
                 lin = DM.merge_divmod(self, lin)
+            modulus = wrap_modulus(e.dtype)
+            if modulus is not None:
+                lin = lin.reduced(modulus)  # a ring modulo 2**bits: x + y - y -> x holds
             return self.emit(lin, base)
         if dt.is_float(e.dtype) and dt.lanes(e.dtype) == 1:
             return self._float_identity(base, a, b)
@@ -195,8 +204,10 @@ class Rewriter:
         if folded is not None:
             return folded
         base = self.rebuilt(e, a=a, b=b)
-        if is_int_scalar(e.dtype):
-            return DM.simplify_division(self, base)
+        if is_int_scalar(e.dtype) and not self.may_wrap(a, b):
+            out = DM.simplify_division(self, base)
+            # read as unbounded integers, the rewrite is exact only if it wraps nothing either
+            return base if self.may_wrap(out) else out
         if dt.is_float(e.dtype) and type(e) is E.Div:
             return self._float_identity(base, a, b)
         if dt.lanes(e.dtype) > 1 and isinstance(a, E.Broadcast) and \
@@ -241,6 +252,8 @@ class Rewriter:
     def _order(self, a, b, symbolic: bool = True) -> int | None:
         """-1 when ``a <= b`` is provable, 1 when ``a >= b`` is, else None; the bound of
         ``a - b`` substitutes symbolic variable ranges only with ``symbolic``."""
+        if self.may_wrap(a, b):
+            return None
         d = self.an.to_lin(a).sub(self.an.to_lin(b))
         if symbolic:
             lo, hi = self.an.diff_bound(d, lambda bd: (bd[1] is not None and bd[1] <= 0) or (
@@ -316,8 +329,8 @@ class Rewriter:
         if isinstance(a, _IMM) and isinstance(b, _IMM):
             return E.IntImm(e.dtype, int(CMP_FOLD[t](a.value, b.value)))
         base = self.rebuilt(e, a=a, b=b)
-        if not is_int_scalar(a.dtype) or dt.is_uint(a.dtype):
-            return base  # unsigned arithmetic wraps: u * 2 > k is not u > k / 2
+        if not is_int_scalar(a.dtype) or wrap_modulus(a.dtype) is not None:
+            return base  # wrapping arithmetic: u * 2 > k is not u > k / 2 on uint32
         known = self.an.fact(base)
         if known is not None:
             return E.IntImm(e.dtype, int(known))

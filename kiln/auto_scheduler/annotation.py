@@ -4,11 +4,16 @@ A sketch's open choices are its tile sizes (each ``SplitStep`` with open lengths
 factorization of the loop's extent, outermost first, the innermost at most
 :data:`MAX_INNERMOST_FACTOR`) and its unroll limits (the sketch's ``unroll_choices``). A
 :class:`Candidate` holds one choice for each; :meth:`Candidate.state` fills the sketch with
-them. Tile sizes always divide the extent exactly, so no candidate has loop tails.
+them. The one exception to exact factorizations is a vectorized innermost tile: it may also
+be a power of two of whole vectors that does not divide the loop (:func:`tail_tilings`:
+4 of a conv's 14 columns, as the hand schedules block them), the outer levels then factoring
+the tiles (partial one included) and the split running the remainder with a tail strategy
+(:func:`tail_strategy`), which the state's ``SplitStep.tail`` records.
 :func:`candidate_of` goes back: the candidate a logged state was made from.
 
 The evolutionary search changes candidates two ways: :func:`mutate` moves one prime factor
-between two levels of a split (or re-draws an unroll limit), :func:`crossover` (Ansor's)
+between two levels of a split (or re-draws an unroll limit, or a vectorized split's tiling
+between exact and tail ones), :func:`crossover` (Ansor's)
 makes a child of two candidates of one sketch that takes each stage's choices from one
 of them. A crossover child can combine choices that do not replay together; the search
 keeps only children whose state replays (:meth:`SketchPolicy.evolutionary_search`).
@@ -21,16 +26,18 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from .loop_state import PragmaStep, SplitStep, State
-from .sketch import UNROLL_CHOICES, Sketch
+from .loop_state import PragmaStep, SplitStep, State, has_tail
+from .sketch import Sketch
 
 __all__ = ["Candidate", "sample_candidate", "mutate", "crossover", "factorizations",
-           "candidate_of"]
+           "tail_tilings", "candidate_of"]
 
 #: the largest innermost tile (Ansor's ``max_innermost_split_factor``)
 MAX_INNERMOST_FACTOR = 64
 #: how often :func:`sample_candidate` draws tile sizes before giving up on the limits
 MAX_SAMPLE_TRIES = 1000
+#: how often a draw or mutation of a vectorized split takes a tail tiling where it has one
+TAIL_SHARE = 0.5
 
 
 @functools.cache
@@ -60,13 +67,12 @@ class Candidate:
         """The sketch's steps with this candidate's choices filled in."""
         steps = list(sketch.steps)
         for i, full in self.tiles.items():
-            steps[i] = replace(steps[i], lengths=tuple(full[1:]))
+            steps[i] = _with_lengths(sketch, steps[i], tuple(full[1:]))
         for i, src in sketch.follows.items():
-            inner = self.tiles[src][-1]
-            steps[i] = replace(steps[i], lengths=(inner,))
+            steps[i] = _with_lengths(sketch, steps[i], (self.tiles[src][-1],))
         for i, refs in sketch.fused_follows.items():
-            steps[i] = replace(steps[i], lengths=(math.prod(self.tiles[j][level]
-                                                            for j, level in refs),))
+            steps[i] = _with_lengths(sketch, steps[i], (math.prod(self.tiles[j][level]
+                                                                  for j, level in refs),))
         for i, value in self.unrolls.items():
             steps[i] = replace(steps[i], value=value)
         return State(steps)
@@ -74,6 +80,22 @@ class Candidate:
     def key(self) -> tuple:
         return (self.sketch, tuple(sorted(self.tiles.items())),
                 tuple(sorted(self.unrolls.items())))
+
+
+def tail_strategy(sketch: Sketch, step: SplitStep) -> str:
+    """How a split of ``sketch`` whose tile does not divide its constant loop runs the
+    remainder: its last tile shifted inwards over the previous one (one loop nest, every
+    tile whole vectors) on a stage that computes each element once
+    (:attr:`Sketch.pure_stages`); else guard-free whole tiles and one nest for the rest
+    (``partition``: a reduction must not accumulate an element twice)."""
+    return "shift_inwards" if step.stage in sketch.pure_stages else "partition"
+
+
+def _with_lengths(sketch: Sketch, step: SplitStep, lengths: tuple[int, ...]) -> SplitStep:
+    """``step`` of ``sketch`` with ``lengths`` and, where one does not divide its loop,
+    its :func:`tail_strategy`."""
+    return replace(step, lengths=lengths,
+                   tail=tail_strategy(sketch, step) if has_tail(step.extent, lengths) else None)
 
 
 def _open_splits(sketch: Sketch) -> list[int]:
@@ -97,10 +119,44 @@ def aligned_factorizations(extent: int, parts: int, lanes: int) -> tuple[tuple[i
             or tuple(f for f in every if 2 * f[-1] >= lanes) or every)
 
 
+@functools.cache
+def tail_lengths(extent: int, lanes: int) -> tuple[int, ...]:
+    """The vectorized innermost lengths that do not divide ``extent``: powers of two from
+    one vector of ``lanes`` (from half the largest power of two within a shorter extent:
+    4 and 8 of 14 columns at 16 lanes) up to ``extent`` and :data:`MAX_INNERMOST_FACTOR`."""
+    below = 1 << (extent.bit_length() - 1)
+    length, out = min(lanes, max(below // 2, 2)), []
+    while length <= min(extent, MAX_INNERMOST_FACTOR):
+        if extent % length:
+            out.append(length)
+        length *= 2
+    return tuple(out)
+
+
+@functools.cache
+def tail_tilings(extent: int, parts: int, lanes: int) -> tuple[tuple[int, ...], ...]:
+    """The ``parts``-level tilings of ``extent`` whose innermost is a :func:`tail_lengths`
+    length (a partial last tile) and whose outer levels factor the number of its tiles."""
+    if parts < 2:
+        return ()
+    return tuple((*outer, length) for length in tail_lengths(extent, lanes)
+                 for outer in factorizations(-(-extent // length), parts - 1))
+
+
+def vector_tiling(extent: int, parts: int, lanes: int, rng: random.Random
+                  ) -> tuple[int, ...]:
+    """A random tiling of a vectorized split: one of :func:`aligned_factorizations`, or
+    (a share :data:`TAIL_SHARE`, where the extent has them) of :func:`tail_tilings`."""
+    tails = tail_tilings(extent, parts, lanes)
+    if tails and rng.random() < TAIL_SHARE:
+        return rng.choice(tails)
+    return rng.choice(aligned_factorizations(extent, parts, lanes))
+
+
 def sample_candidate(sketches: list[Sketch], rng: random.Random, filled: bool = False
                      ) -> Candidate:
     """A uniformly random sketch with uniformly random tile sizes (the innermost of a
-    vectorized loop a multiple of the vector lanes where the extent allows) and unroll
+    vectorized loop whole vectors: :func:`vector_tiling`) and unroll
     limits, drawn again until they keep the sketch's limits; ``filled``: until they also
     reach its floors (:meth:`Sketch.fills`), where some of :data:`MAX_SAMPLE_TRIES` draws
     do."""
@@ -119,30 +175,39 @@ def sample_candidate(sketches: list[Sketch], rng: random.Random, filled: bool = 
 
 def _draw(sk: Sketch, rng: random.Random) -> tuple[dict, dict]:
     """Random tile sizes and unroll limits of the open steps of ``sk``."""
-    tiles = {i: rng.choice(aligned_factorizations(sk.steps[i].extent,
-                                                  len(sk.steps[i].lengths) + 1,
-                                                  sk.vector_lanes.get(i, 1)))
-             for i in _open_splits(sk)}
+    tiles = {i: _draw_tiling(sk, i, rng) for i in _open_splits(sk)}
     return tiles, {i: rng.choice(sk.unroll_choices) for i in _open_pragmas(sk)}
 
 
-def mutate(c: Candidate, rng: random.Random,
-           unroll_choices: tuple[int, ...] = UNROLL_CHOICES) -> Candidate:
+def _draw_tiling(sk: Sketch, i: int, rng: random.Random) -> tuple[int, ...]:
+    """Random tile sizes of open split ``i`` of ``sk``."""
+    step = sk.steps[i]
+    if i in sk.vector_lanes:
+        return vector_tiling(step.extent, len(step.lengths) + 1, sk.vector_lanes[i], rng)
+    return rng.choice(factorizations(step.extent, len(step.lengths) + 1))
+
+
+def mutate(c: Candidate, rng: random.Random, sketch: Sketch) -> Candidate:
     """One change: move a prime factor of one tile level to another level of the same
-    split (Ansor's tile-size mutation), or, one time in five, re-draw an unroll limit from
-    ``unroll_choices`` (its sketch's)."""
+    split (Ansor's tile-size mutation; of a tiling with a partial tile, between its outer
+    levels), or, one time in five, re-draw an unroll limit from the unroll choices of
+    ``sketch`` (``c``'s), or the tiling of a vectorized split that has tail tilings."""
     if c.unrolls and (not c.tiles or rng.random() < 0.2):
         i = rng.choice(sorted(c.unrolls))
-        return replace(c, unrolls={**c.unrolls, i: rng.choice(unroll_choices)})
+        return replace(c, unrolls={**c.unrolls, i: rng.choice(sketch.unroll_choices)})
     if not c.tiles:
         return c
     i = rng.choice(sorted(c.tiles))
-    full = list(c.tiles[i])
-    sources = [k for k, f in enumerate(full) if f > 1]
-    if not sources or len(full) < 2:
+    step, full = sketch.steps[i], list(c.tiles[i])
+    if i in sketch.vector_lanes and \
+            tail_tilings(step.extent, len(full), sketch.vector_lanes[i]) and rng.random() < 0.2:
+        return replace(c, tiles={**c.tiles, i: _draw_tiling(sketch, i, rng)})
+    movable = len(full) - 1 if math.prod(full) != step.extent else len(full)
+    sources = [k for k, f in enumerate(full[:movable]) if f > 1]
+    if not sources or movable < 2:
         return c
     src = rng.choice(sources)
-    dst = rng.choice([k for k in range(len(full)) if k != src])
+    dst = rng.choice([k for k in range(movable) if k != src])
     p = _smallest_prime_factor(full[src])
     full[src] //= p
     full[dst] *= p
@@ -178,8 +243,8 @@ def candidate_of(sketches: list[Sketch], state: State) -> Candidate | None:
                 or not all(isinstance(steps[i], SplitStep) for i in splits)
                 or not all(isinstance(steps[i], PragmaStep) for i in pragmas)):
             continue
-        tiles = {i: (sk.steps[i].extent // math.prod(steps[i].lengths), *steps[i].lengths)
-                 for i in splits}
+        tiles = {i: (-(-sk.steps[i].extent // math.prod(steps[i].lengths)),
+                     *steps[i].lengths) for i in splits}
         c = Candidate(k, tiles, {i: steps[i].value for i in pragmas})
         if c.state(sk).key() == state.key():
             return c

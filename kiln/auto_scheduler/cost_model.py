@@ -6,19 +6,24 @@
   ``kiln.cost.estimate`` on this machine's model: the score is ``1 / predicted seconds``.
   It learns nothing from measurements (``update`` keeps no state).
 * :class:`XGBModel` (the default of ``SketchPolicy``, TVM's ``XGBModel``) learns from
-  the measurements: XGBoost with the pairwise rank objective on AutoTVM's loop-nest
-  features (``kiln.autotvm.feature``) of each lowered state, trained on measured
-  throughput normalized to the best (failures 0), refit after every batch. Until
-  ``min_train`` states have been measured successfully (or without xgboost) it predicts
-  with the analytic model, on a GPU task with :class:`.gpu_model.GPUOccupancyModel`.
+  the measurements: XGBoost with the pairwise rank objective on the features of each
+  state's steps (:func:`.feature.state_features`: tile sizes, vector and parallel
+  extents, unroll limits; no lowering), trained on measured throughput normalized to the
+  best (failures 0), refit after every batch. Until ``min_train`` states have been
+  measured successfully (or without xgboost) it predicts with the analytic model, on a
+  GPU task with :class:`.gpu_model.GPUOccupancyModel`; :attr:`CostModel.learned` says
+  which.
 * :class:`RandomModel` scores at random (TVM's ``RandomModel``), for tests and as a
   baseline.
 
-A state that fails to lower scores ``-inf`` and is never measured.
+Under the analytic models a state that fails to lower scores ``-inf`` and is never
+measured; a learned :class:`XGBModel` does not lower (such a state, which the sketch
+rules do not make, would fail its build as one trial).
 
-Both models lower every new state (a tenth to half a second each for a GEMM's, the
-search's main cost per trial: a round scores some 200 new states); they lower a batch
-in forked children, one per CPU (:func:`map_states`), as the builder compiles.
+The analytic models lower every new state (``estimate`` of a conv state: 0.3-0.4 s after
+0.1-0.15 s of lowering), the search's main cost per trial while they rank; they lower a
+batch in forked children, one per CPU (:func:`map_states`), as the builder compiles. A
+learned :class:`XGBModel` describes a state in microseconds.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ import os
 import random
 from collections.abc import Callable
 
-from kiln.autotvm.feature import get_itervar_feature
 from kiln.autotvm.measure.local import fork_map
 from kiln.autotvm.tuner.xgboost_cost_model import XGBoostCostModel
 from kiln.cost import estimate
 from kiln.driver import lower
+
+from .feature import state_features
 
 __all__ = ["CostModel", "AnalyticCostModel", "XGBModel", "RandomModel", "map_states"]
 
@@ -64,6 +70,12 @@ def _map_share(fn: Callable, task, states: list) -> list:
 
 class CostModel:
     """Ranks states of a task (base class)."""
+
+    @property
+    def learned(self) -> bool:
+        """Whether the model ranks by what it learned from measurements (False: by a
+        fixed rule or at random)."""
+        return False
 
     def update(self, inputs, results) -> None:
         """Learn from measured ``(MeasureInput, MeasureResult)`` pairs."""
@@ -106,7 +118,8 @@ class AnalyticCostModel(CostModel):
 
 
 class XGBModel(CostModel):
-    """A rank model on loop-nest features, trained on this search's measurements."""
+    """A rank model on the features of each state's steps, trained on this search's
+    measurements."""
 
     def __init__(self, min_train: int = 4, num_boost_round: int = 64, seed: int = 0,
                  fallback: CostModel | None = None) -> None:
@@ -139,28 +152,27 @@ class XGBModel(CostModel):
             self._analytic[gpu] = GPUOccupancyModel() if gpu else AnalyticCostModel()
         return self._analytic[gpu]
 
-    def _features_of(self, task, states) -> list[dict[str, float] | None]:
-        """The features of each state (None: it does not lower), new ones computed in
-        parallel (:func:`map_states`)."""
-        todo = list({s.key(): s for s in states if s.key() not in self._features}.values())
-        for s, feature in zip(todo, map_states(_feature, task, todo), strict=True):
-            self._features[s.key()] = feature
+    @property
+    def learned(self) -> bool:
+        return self.booster is not None
+
+    def _features_of(self, states) -> list[dict[str, float]]:
+        """The features of each state (:func:`.feature.state_features`), each computed
+        once."""
+        for s in states:
+            if s.key() not in self._features:
+                self._features[s.key()] = state_features(s)
         return [self._features[s.key()] for s in states]
 
     def update(self, inputs, results) -> None:
-        by_task: dict[int, tuple] = {}  # a log's inputs: task objects of one workload
-        for inp in inputs:
-            by_task.setdefault(id(inp.task), (inp.task, []))[1].append(inp.state)
-        for task, states in by_task.values():
-            self._features_of(task, states)
+        self._features_of([inp.state for inp in inputs])
         for inp, res in zip(inputs, results, strict=True):
             self._samples[inp.state.key()] = 0.0 if math.isinf(res.cost) else 1.0 / res.cost
-        good = [k for k, y in self._samples.items() if y > 0 and self._features.get(k)]
+        good = [k for k, y in self._samples.items() if y > 0]
         if self.xgb is None or len(good) < self.min_train:
             return
-        keys = sorted({k for s in self._samples if self._features.get(s)
-                       for k in self._features[s]})
-        rows = [s for s in self._samples if self._features.get(s)]
+        rows = list(self._samples)
+        keys = sorted({k for s in rows for k in self._features[s]})
         y = [self._samples[s] for s in rows]
         x = XGBoostCostModel._to_matrix([self._features[s] for s in rows], keys)
         dtrain = self.xgb.DMatrix(x, label=[v / max(y) for v in y])
@@ -172,16 +184,5 @@ class XGBModel(CostModel):
     def predict(self, task, states) -> list[float]:
         if self.booster is None:
             return (self.fallback or self._analytic_model(task)).predict(task, states)
-        feats = self._features_of(task, states)
-        x = XGBoostCostModel._to_matrix([f or {} for f in feats], self.keys)
-        scores = self.booster.predict(self.xgb.DMatrix(x))
-        return [float(v) if f is not None else -math.inf
-                for v, f in zip(scores, feats, strict=True)]
-
-
-def _feature(task, state) -> dict[str, float] | None:
-    """AutoTVM's loop-nest features of ``state``; None for a state that does not lower."""
-    try:
-        return get_itervar_feature(task, state)
-    except Exception:  # noqa: BLE001 - an unschedulable state has no features
-        return None
+        x = XGBoostCostModel._to_matrix(self._features_of(states), self.keys)
+        return [float(v) for v in self.booster.predict(self.xgb.DMatrix(x))]

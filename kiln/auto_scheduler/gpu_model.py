@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import math
 
-from kiln.driver import lower
-
-from .cost_model import AnalyticCostModel
-from .hardware_params import HardwareParams, KernelResources, kernel_resources
+from .cost_model import CostModel
+from .hardware_params import HardwareParams, KernelResources, state_resources
 
 __all__ = ["GPUOccupancyModel", "DEFAULT_SM_COUNT"]
 
@@ -51,19 +49,16 @@ WARPS_TO_HIDE_LATENCY = 8
 WARP = 32
 
 
-class GPUOccupancyModel(AnalyticCostModel):
+class GPUOccupancyModel(CostModel):
     """Scores GPU states by occupancy, the busiest SM's work and register tiling (module
-    docstring); each state lowered and scored once, as the analytic model does."""
+    docstring); each state lowered once, the lowering shared with the search's hardware
+    check (:func:`.hardware_params.state_resources`)."""
 
-    @staticmethod
-    def _score(task, state) -> float:
-        try:
-            kernels = kernel_resources(lower(*task.compute_dag.apply_steps_from_state(state)))
-        except Exception:  # noqa: BLE001 - an unschedulable state is never measured
-            return -math.inf
+    def predict(self, task, states) -> list[float]:
         sms = (task.hardware_params or HardwareParams()).num_cores or DEFAULT_SM_COUNT
         flop = max(task.compute_dag.flop_ct(), 1.0)
-        return occupancy_score(kernels, flop, sms)
+        return [-math.inf if kernels is None else occupancy_score(kernels, flop, sms)
+                for kernels in state_resources(task.compute_dag, states)]
 
 
 def occupancy_score(kernels: list[KernelResources], flop: float, sms: int) -> float:

@@ -13,7 +13,9 @@ makes), :data:`DEFAULT_MAX_VTHREAD_EXTENT` virtual threads.
 :func:`fits_gpu` is TVM's ``verify_gpu_code`` for one state: the state is lowered and each
 kernel's shared allocations, local allocations and threads per block are added up. The
 search scores a state that does not fit as ``-inf`` (:func:`hardware_check`), so it is
-never measured.
+never measured. :func:`state_resources` lowers each state of a DAG once (new states of a
+batch in forked children) and remembers its kernels' resources for as long as the DAG
+lives: the check and the occupancy model (:mod:`.gpu_model`) share that lowering.
 
 Guarantee: a state :func:`fits_gpu` accepts launches with at most ``max_threads_per_block``
 threads, ``max_shared_memory_per_block`` bytes of static shared memory per block and
@@ -23,6 +25,7 @@ threads, ``max_shared_memory_per_block`` bytes of static shared memory per block
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -37,10 +40,11 @@ from kiln.target import Target
 from kiln.tir.stmt_functor import pre_order_visit
 
 from .compute_dag import ComputeDAG
+from .cost_model import map_states
 from .loop_state import State
 
 __all__ = ["HardwareParams", "KernelResources", "fits_gpu", "hardware_check",
-           "kernel_resources"]
+           "kernel_resources", "state_resources"]
 
 #: Ansor's ``max_vthread_extent``: the most virtual threads a tile may have
 DEFAULT_MAX_VTHREAD_EXTENT = 8
@@ -53,7 +57,8 @@ DEFAULT_MAX_LOCAL_MEMORY = 255 * 4
 @dataclass(frozen=True)
 class HardwareParams:
     """TVM's ``auto_scheduler.HardwareParams``; kiln's GPU rules read ``num_cores`` (the
-    SMs, :mod:`.gpu_model`) and the last six fields, the CPU rules read their facts from
+    SMs, :mod:`.gpu_model`) and the last six fields, the CPU rules ``vector_unit_bytes``
+    where given (the width of the vectorized tiles) and their other facts from
     ``kiln.target``."""
 
     num_cores: int | None = None
@@ -134,20 +139,47 @@ def _one_kernel(kernel) -> KernelResources:
                            math.prod(extents["blockIdx"].values()), scoped["local"])
 
 
+_RESOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def state_resources(dag: ComputeDAG, states: list[State]
+                    ) -> list[list[KernelResources] | None]:
+    """The :class:`KernelResources` of each state's kernels (None: the state does not
+    lower), each state of ``dag`` lowered once: the new ones in forked children
+    (:func:`~.cost_model.map_states`), remembered while ``dag`` lives."""
+    known = _RESOURCES.setdefault(dag, {})
+    todo = list({s.key(): s for s in states if s.key() not in known}.values())
+    for s, kernels in zip(todo, map_states(_lowered_resources, dag, todo), strict=True):
+        known[s.key()] = kernels
+    return [known[s.key()] for s in states]
+
+
+def _lowered_resources(dag: ComputeDAG, state: State) -> list[KernelResources] | None:
+    try:
+        return kernel_resources(lower(*dag.apply_steps_from_state(state)))
+    except Exception:  # noqa: BLE001 - a state that does not lower fits nothing
+        return None
+
+
+def _within(kernels: list[KernelResources] | None, params: HardwareParams) -> bool:
+    return kernels is not None and all(
+        k.shared_bytes <= params.max_shared_memory_per_block
+        and k.local_bytes <= params.max_local_memory_per_block
+        and k.threads <= params.max_threads_per_block for k in kernels)
+
+
 def fits_gpu(dag: ComputeDAG, state: State, params: HardwareParams) -> bool:
-    """Whether every kernel of ``state`` keeps ``params``' shared memory, local memory and
-    thread limits (``params`` filled, :meth:`HardwareParams.for_target`)."""
-    mod = lower(*dag.apply_steps_from_state(state))
-    return all(k.shared_bytes <= params.max_shared_memory_per_block
-               and k.local_bytes <= params.max_local_memory_per_block
-               and k.threads <= params.max_threads_per_block
-               for k in kernel_resources(mod))
+    """Whether ``state`` lowers and every kernel of it keeps ``params``' shared memory,
+    local memory and thread limits (``params`` filled, :meth:`HardwareParams.for_target`)."""
+    return _within(state_resources(dag, [state])[0], params)
 
 
-def hardware_check(task) -> Callable[[State], bool]:
-    """The check a search of ``task`` applies to each state before scoring it:
-    :func:`fits_gpu` with the task's hardware parameters on a CUDA target, none on a CPU."""
+def hardware_check(task) -> Callable[[list[State]], list[bool]]:
+    """The check a search of ``task`` applies to a batch of states before scoring them:
+    :func:`fits_gpu` of each with the task's hardware parameters on a CUDA target (the
+    batch lowered in parallel, :func:`state_resources`), none on a CPU."""
     if not is_cuda_target(task.target):
-        return lambda state: True
+        return lambda states: [True] * len(states)
     params = (task.hardware_params or HardwareParams()).for_target(task.target)
-    return lambda state: fits_gpu(task.compute_dag, state, params)
+    return lambda states: [_within(k, params)
+                           for k in state_resources(task.compute_dag, states)]

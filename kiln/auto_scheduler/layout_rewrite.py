@@ -252,7 +252,8 @@ def _stage_tiling(steps: list, stage: str, root: list[tuple[str, int]]
     """``(order, radices)`` of ``stage``'s loops: its root loops ``root`` (name, extent)
     split by its split steps, ``order`` the loops as ``(root loop, level)`` outermost first
     (its last reorder), ``radices[root loop]`` the extents of its levels; None when its
-    loops are other than single splits of root loops (a fused or rfactor'ed stage)."""
+    loops are other than single splits of root loops (a fused or rfactor'ed stage, a
+    split with a partial tile)."""
     radices = {n: [e] for n, e in root}
     for s in steps:
         if s.stage != stage:
@@ -260,7 +261,7 @@ def _stage_tiling(steps: list, stage: str, root: list[tuple[str, int]]
         if isinstance(s, RfactorStep):
             return None
         if isinstance(s, SplitStep):
-            if s.iter not in radices or len(radices[s.iter]) > 1:
+            if s.iter not in radices or len(radices[s.iter]) > 1 or s.tail:
                 return None
             radices[s.iter] = [s.extent // math.prod(s.lengths), *s.lengths]
     levels = {f"{n}.{k}" if len(r) > 1 else n: (n, k)

@@ -11,7 +11,9 @@ stage ``C`` over its reduction loop ``k.1`` adds the stage ``C.rf`` (partial res
 first axis ``k.1``, its other loops named as in ``C``) and leaves ``C`` reducing over
 ``k.1.v``.
 
-Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]``,
+Step records (``to_json``): ``["SP", stage, iter, extent, [inner lengths]]`` (and a sixth
+field, the ``split`` tail strategy, where a length does not divide its loop: a vectorized
+tile of whole vectors over 14 columns; records without it still load),
 ``["RE", stage, [iters]]``, ``["FU", stage, [iters]]``, ``["AN", stage, iter, kind]``,
 ``["PR", stage, iter, "auto_unroll_max_step$N"]``, ``["CA", stage, target stage, iter]``,
 ``["CI", stage]``, ``["CW", stage, scope]``, ``["CR", tensor, scope, [reader stages]]``,
@@ -29,7 +31,8 @@ from kiln.te import thread_axis
 
 __all__ = ["State", "Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep",
            "PragmaStep", "ComputeAtStep", "ComputeInlineStep", "CacheWriteStep",
-           "CacheReadStep", "RfactorStep", "SetScopeStep", "step_from_json", "THREAD_AXES"]
+           "CacheReadStep", "RfactorStep", "SetScopeStep", "step_from_json", "THREAD_AXES",
+           "has_tail", "split_extents"]
 
 #: the GPU thread axes an ``AnnotationStep`` binds a loop to
 THREAD_AXES = ("blockIdx.x", "vthread", "threadIdx.x")
@@ -77,29 +80,48 @@ class Step:
         raise NotImplementedError
 
 
+def split_extents(extent: int, lengths) -> list[int]:
+    """The extents the loops split by ``lengths`` (outer to inner, innermost split first)
+    have before each split: ``extent``, then the whole and partial tiles of each length."""
+    out = [extent]
+    for f in reversed(lengths[1:]):
+        out.append(-(-out[-1] // int(f)))
+    return out[::-1]
+
+
+def has_tail(extent: int, lengths) -> bool:
+    """Whether splitting a loop of ``extent`` by ``lengths`` leaves a partial tile."""
+    return any(e % int(f) for e, f in zip(split_extents(extent, lengths), lengths, strict=True))
+
+
 @dataclass(frozen=True)
 class SplitStep(Step):
     """``split`` loop ``iter`` (of ``extent``) into ``len(lengths) + 1`` loops whose inner
-    extents are ``lengths`` (outer to inner; the outermost takes the rest)."""
+    extents are ``lengths`` (outer to inner; the outermost takes the rest, partial tiles
+    included); a length that does not divide its loop splits with ``tail=tail`` (see
+    ``kiln.te.split_tail``)."""
 
     stage: str
     iter: str
     extent: int
     lengths: tuple
+    tail: str | None = None
 
     def apply(self, ctx):
         stage, loops = ctx.stages[self.stage], ctx.iters[self.stage]
         rest = loops.pop(self.iter)
         parts = []
-        for f in reversed(self.lengths):
-            rest, inner = stage.split(rest, factor=int(f))
+        extents = split_extents(self.extent, self.lengths)
+        for f, e in zip(reversed(self.lengths), reversed(extents), strict=True):
+            rest, inner = stage.split(rest, factor=int(f), tail=self.tail if e % int(f) else None)
             parts.insert(0, inner)
         parts.insert(0, rest)
         for k, iv in enumerate(parts):
             loops[f"{self.iter}.{k}"] = iv
 
     def to_json(self):
-        return ["SP", self.stage, self.iter, self.extent, [int(x) for x in self.lengths]]
+        record = ["SP", self.stage, self.iter, self.extent, [int(x) for x in self.lengths]]
+        return record + [self.tail] if self.tail else record
 
 
 @dataclass(frozen=True)
@@ -298,7 +320,8 @@ def step_from_json(record: list) -> Step:
     """The step of one JSON record (module docstring)."""
     kind, *f = record
     if kind == "SP":
-        return SplitStep(f[0], f[1], int(f[2]), tuple(int(x) for x in f[3]))
+        return SplitStep(f[0], f[1], int(f[2]), tuple(int(x) for x in f[3]),
+                         f[4] if len(f) > 4 else None)
     if kind == "RE":
         return ReorderStep(f[0], tuple(f[1]))
     if kind == "FU":

@@ -95,7 +95,10 @@ class Sketch:
     times the vectors of split ``j``'s innermost (vectorized) length is at most ``bound``
     (the vector statements an ``auto_unroll_max_step`` may unroll into); ``floors`` are
     ``(((j, level), ...), bound)`` that a *filled* candidate's products reach
-    (:meth:`fills`; the search draws half its random candidates filled)."""
+    (:meth:`fills`; the search draws half its random candidates filled);
+    ``pure_stages`` compute each element once, without reduction (a cache write's copy-out
+    stage, an elementwise consumer): a tile of theirs may shift inwards over its loop's
+    end (``split(..., tail="shift_inwards")``)."""
 
     steps: list
     follows: dict = field(default_factory=dict)
@@ -106,6 +109,7 @@ class Sketch:
     vector_lanes: dict = field(default_factory=dict)
     unroll_limits: list = field(default_factory=list)
     floors: list = field(default_factory=list)
+    pure_stages: frozenset = frozenset()
 
     def allows(self, tiles: dict, unrolls: dict | None = None) -> bool:
         """Whether the tile sizes ``tiles`` (split -> full factorization) keep every
@@ -166,7 +170,8 @@ def root_loops(op) -> list[tuple[str, int, bool]]:
 def generate_sketches(dag: ComputeDAG, target: str = "llvm", hardware_params=None
                       ) -> list[Sketch]:
     """The sketches of ``dag`` (module docstring; for a ``cuda`` target the GPU rules of
-    :mod:`.sketch_gpu`, within ``hardware_params``' limits), at least one."""
+    :mod:`.sketch_gpu`, within ``hardware_params``' limits; for a CPU, its vector width
+    where ``hardware_params`` gives one), at least one."""
     if is_cuda_target(target):
         from .sketch_gpu import generate_gpu_sketches  # its rules build on this module's
 
@@ -174,7 +179,8 @@ def generate_sketches(dag: ComputeDAG, target: str = "llvm", hardware_params=Non
     partials = [PartialSketch(dag)]
     for op in reversed(dag.compute_ops):
         partials = [q for p in partials for q in _expand(p, op)]
-    budget = cpu_budget(target, np.dtype(dag.outputs[0].dtype).itemsize)
+    budget = cpu_budget(target, np.dtype(dag.outputs[0].dtype).itemsize,
+                        getattr(hardware_params, "vector_unit_bytes", None))
     return [_finish(p, budget) for p in partials]
 
 
@@ -191,11 +197,13 @@ class CPUBudget(NamedTuple):
     cores: int
 
 
-def cpu_budget(target: str, itemsize: int) -> CPUBudget:
+def cpu_budget(target: str, itemsize: int, vector_unit_bytes: int | None = None
+               ) -> CPUBudget:
     """The :class:`CPUBudget` of ``target``'s CPU (``kiln.target``) for ``itemsize``-byte
-    elements."""
+    elements; its vectors ``vector_unit_bytes`` wide where given (``HardwareParams``')."""
     cpu = Target(target).cpu
-    lanes = cpu.vector_lanes(itemsize)
+    lanes = max(1, vector_unit_bytes // itemsize) if vector_unit_bytes else \
+        cpu.vector_lanes(itemsize)
     memory = host_memory()
     return CPUBudget(lanes, max(1, cpu.vector_registers // 2),
                      memory.caches[0].size_bytes // itemsize, memory.cores)
@@ -407,7 +415,17 @@ def _finish(p: PartialSketch, budget: CPUBudget) -> Sketch:
             vector_lanes.update(_annotate_skipped(p, stage, lanes))
     limits, floors = _tile_limits(p, budget, vector_lanes)
     return Sketch(p.steps, p.follows, p.rules, limits=limits, vector_lanes=vector_lanes,
-                  unroll_limits=unroll_limits, floors=floors)
+                  unroll_limits=unroll_limits, floors=floors, pure_stages=_pure_stages(p))
+
+
+def _pure_stages(p: PartialSketch) -> frozenset[str]:
+    """The stages of ``p`` that compute each element once from their inputs: compute
+    operations without reduction (not rfactor'ed), and the copy-out stage a cache write
+    leaves."""
+    written = {s.stage for s in p.steps if isinstance(s, CacheWriteStep)}
+    reducing = {s.stage for s in p.steps if isinstance(s, RfactorStep)}
+    elementwise = {p.dag.stage_name(op) for op in p.dag.compute_ops if not op.reduce_axis}
+    return frozenset((elementwise - reducing) | written)
 
 
 def _annotate_skipped(p: PartialSketch, stage: str, lanes: int) -> dict[int, int]:

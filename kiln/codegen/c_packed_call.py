@@ -113,7 +113,7 @@ def _int64_array(w: CSourceWriter, base: str, values: E.Call) -> str:
 
 def extern_call_text(w: CSourceWriter, call: E.Call) -> str:
     """``name(args)`` of a ``call_extern``."""
-    return f"{call.args[0].value}({', '.join(w.expr(a) for a in call.args[1:])})"
+    return f"{call.args[0].value}({', '.join(w.operand(a) for a in call.args[1:])})"
 
 
 def nested_call_error(call: E.Call) -> NotImplementedError:

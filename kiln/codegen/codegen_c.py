@@ -26,15 +26,15 @@ from kiln.tir.op import EXTERN_CALL, PACKED_CALL, PURE_EXTERN_CALL, STACK_ARRAY,
 from .c_alloc import write_heap_allocate
 from .c_bound_check import render_check_index
 from .c_masked import masked_load, write_masked_store
+from .c_narrow import carries_high_bits, is_narrow_int, needs_cut_before_cast
 from .c_packed_call import IMPORT_C, extern_call_text, nested_call_error, write_packed_call
 from .c_types import c_scalar, c_type, mask_dtype, vector_name, vector_typedef
 from .import_llvm import IMPORT_LLVM, llvm_ir_to_c
 
 _STACK_LIMIT_BYTES = 64 * 1024
 
-#: intrinsics that are one C operator between their two arguments
-_BINARY_INTRINSICS = {"shift_left": "<<", "shift_right": ">>", "bitwise_and": "&",
-                      "bitwise_or": "|", "bitwise_xor": "^"}
+#: intrinsics that are one C operator between their two arguments (shifts: ``e_Call``)
+_BINARY_INTRINSICS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 
 #: the pragma of a parallel loop that forks only when its value holds at run time
 #: (``s[T].pragma(axis, "parallel_if", condition)``; :meth:`CSourceWriter._parallel_if`)
@@ -183,12 +183,37 @@ class CSourceWriter:
                 # conversion would truncate 0.5 to 0); a comparison's true lanes are -1
                 value = f"(-(({value}) != 0))"
             return f"__builtin_convertvector({value}, {self.need_vector(e.dtype)})"
+        value = self.cast_operand(e)
         if dt.is_bool(e.dtype):
-            return f"(({self.expr(e.value)}) != 0)"
-        return f"(({c_scalar(e.dtype)})({self.expr(e.value)}))"
+            return f"(({value}) != 0)"
+        return f"(({c_scalar(e.dtype)})({value}))"
+
+    def operand(self, e) -> str:
+        """C of ``e`` as an operand whose high bits matter (a narrow integer cut back to its
+        type where C's integer promotion may have left bits above it; :mod:`.c_narrow`)."""
+        text = self.expr(e)
+        return f"(({self.type_of(e.dtype)}){text})" if carries_high_bits(e) else text
+
+    def cast_operand(self, e: E.Cast) -> str:
+        """C of the value of the scalar cast ``e``, cut back to its narrow type where the cast
+        reads its high bits (a widening, to a float or to bool)."""
+        if needs_cut_before_cast(e.value.dtype, e.dtype):
+            return self.operand(e.value)
+        return self.expr(e.value)
+
+    def widened_left(self, e) -> str:
+        """C of ``e``, the left operand of a ``*`` or ``<<``: a narrow integer is cast to
+        ``uint32`` (unsigned arithmetic wraps where ``int`` would overflow)."""
+        if is_narrow_int(e.dtype):
+            return f"({self.type_of('uint32')}){self.expr(e)}"
+        return self.expr(e)
 
     def _binary(self, e, op: str) -> str:
         return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+
+    def _binary_of_values(self, e, op: str) -> str:
+        """``a op b`` where ``op`` reads the whole value of both operands (``/ % >> <``)."""
+        return f"({self.operand(e.a)} {op} {self.operand(e.b)})"
 
     def e_Add(self, e):
         return self._binary(e, "+")
@@ -197,17 +222,16 @@ class CSourceWriter:
         return self._binary(e, "-")
 
     def e_Mul(self, e):
-        return self._binary(e, "*")
+        return f"({self.widened_left(e.a)} * {self.expr(e.b)})"
 
     def e_Div(self, e):
-        return self._binary(e, "/")
+        return self._binary_of_values(e, "/")
 
     def e_Mod(self, e):
-        return self._binary(e, "%")
+        return self._binary_of_values(e, "%")
 
     def e_CmpOp(self, e):
-        op = _BIN[type(e)]
-        return self._binary(e, op)
+        return self._binary_of_values(e, _BIN[type(e)])
 
     def e_Not(self, e):
         return f"(!{self.expr(e.a)})"
@@ -222,7 +246,7 @@ class CSourceWriter:
         if dt.lanes(e.dtype) > 1:
             raise NotImplementedError("vector floordiv/floormod")
         bits = 64 if dt.bits(e.dtype) > 32 else 32
-        return f"kiln_{name}_i{bits}({self.expr(e.a)}, {self.expr(e.b)})"
+        return f"kiln_{name}_i{bits}({self.operand(e.a)}, {self.operand(e.b)})"
 
     def e_Min(self, e):
         return self._minmax("min", "<", e)
@@ -416,6 +440,10 @@ class CSourceWriter:
         if op == "isnan":
             x = self.expr(args[0])
             return f"({x} != {x})"
+        if op == "shift_left":
+            return f"({self.widened_left(args[0])} << {self.operand(args[1])})"
+        if op == "shift_right":
+            return f"({self.operand(args[0])} >> {self.operand(args[1])})"
         if op in _BINARY_INTRINSICS:
             return f"({self.expr(args[0])} {_BINARY_INTRINSICS[op]} {self.expr(args[1])})"
         if op == "bitwise_not":

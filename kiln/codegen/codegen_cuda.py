@@ -18,6 +18,7 @@ from kiln.tir.op import PACKED_CALL
 from kiln.tir.split_host_device import Kernel
 from kiln.tir.storage_sync import STORAGE_SYNC
 
+from .c_narrow import is_narrow_int
 from .codegen_c import CSourceWriter, _Names
 
 _CUDA_SCALAR = {
@@ -103,7 +104,7 @@ class CUDASourceWriter(CSourceWriter):
 
     def e_Cast(self, e: E.Cast) -> str:
         src = e.value.dtype
-        x = self.expr(e.value)
+        x = self.cast_operand(e)
         if dt.is_bool(e.dtype):
             zero = "0.0f" if dt.element_of(src) == "float16" else "0"
             if dt.element_of(src) == "float16":
@@ -115,6 +116,10 @@ class CUDASourceWriter(CSourceWriter):
         return f"(({t})({x}))"
 
     def _minmax(self, name: str, op: str, e) -> str:
+        if is_narrow_int(e.dtype):
+            # C++ promotes narrow operands to int (c_narrow.py): the template's type is named
+            # and its parameters cut them back
+            name = f"{name}<{self.type_of(e.dtype)}>"
         return f"kiln_{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def e_Let(self, e: E.Let) -> str:

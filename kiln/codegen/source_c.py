@@ -44,7 +44,7 @@ def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> st
     write_entry(func, names, entry_w, compute_name, call)
     checked = has_bound_checks(func.body)
     allocates = body_w.heap_allocates
-    out = [f"static int32_t {compute_name}({', '.join(sig) or 'void'}) {{"]
+    out = ["KILN_COMPUTE", f"static int32_t {compute_name}({', '.join(sig) or 'void'}) {{"]
     out += [c_alloc.prologue()] if allocates else []
     out += [prologue()] if checked else []
     out += body_w.lines
@@ -53,6 +53,7 @@ def _function(func: PrimFunc, typedefs: set[str], helpers: dict[str, str]) -> st
     out.append("  return 0;")
     out.append("}")
     out.append("")
+    out.append("KILN_ENTRY")
     out.append(f"KILN_DLL int32_t {func.name}(KilnValue* args, int32_t* type_codes, "
                f"int32_t num_args) {{")
     out += entry_w.lines

@@ -43,6 +43,7 @@ from kiln.tir.lower_divmod import lower_divmod
 from kiln.tir.partition_conditions import partition_conditions
 from kiln.tir.remove_no_op import remove_no_op
 from kiln.tir.scalarize_vector_stores import scalarize_vector_stores
+from kiln.tir.specialize_remainder import specialize_remainder
 from kiln.tir.split_host_device import SplitFunc, split_host_device
 from kiln.tir.storage_flatten import storage_flatten
 from kiln.tir.storage_sync import insert_storage_sync
@@ -199,6 +200,7 @@ LOWER_PHASES: tuple[Phase, ...] = (
         _body("inject_virtual_thread", inject_virtual_thread),
         Pass("loop_partition", _loop_partition, on_body=True, module="kiln.tir.loop_partition"),
         _body("dispatch_remainder", dispatch_remainder),
+        _body("specialize_remainder", specialize_remainder),
         _body("simplify", simplify),
         _body("vectorize", vectorize),
         _body("auto_unroll", auto_unroll),

@@ -140,3 +140,30 @@ def promote(a: str, b: str) -> str:
     if db.bits > da.bits:
         return db.with_lanes(n)
     return (da if da.code == "int" else db).with_lanes(n)
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """``value`` converted to integer ``dtype`` with two's-complement wrap-around."""
+    d = parse(dtype)
+    if d.code == "bool":
+        return int(value != 0)
+    if d.code not in ("int", "uint"):
+        return int(value)
+    m = 1 << d.bits
+    v = int(value) % m
+    if d.code == "int" and v >= m // 2:
+        v -= m
+    return v
+
+
+def wrap_modulus(dtype: str) -> int | None:
+    """``2**bits`` for an integer dtype whose arithmetic wraps around, else None.
+
+    As in TVM, every intermediate has its dtype: unsigned types (all widths) and signed
+    types narrower than 32 bits wrap modulo ``2**bits`` when a result leaves their range
+    (C code cuts narrow results back to their type). int32/int64 overflow is undefined and
+    assumed not to happen, so index arithmetic keeps its unbounded rules."""
+    d = parse(dtype)
+    if d.code == "uint" or (d.code == "int" and d.bits < 32):
+        return 1 << d.bits
+    return None

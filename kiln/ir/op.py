@@ -198,10 +198,16 @@ def _is_const(e, v=None) -> bool:
     return False
 
 
+def _int_imm(dtype: str, value: int) -> IntImm:
+    """A folded integer constant; in a dtype whose arithmetic wraps around (unsigned, and
+    signed narrower than 32 bits: ``dtype.wrap_modulus``) it wraps as the computation would."""
+    return IntImm(dtype, dt.wrap_int(value, dtype) if dt.wrap_modulus(dtype) else value)
+
+
 def add(a, b) -> PrimExpr:
     a, b = match_types(a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return IntImm(a.dtype, a.value + b.value)
+        return _int_imm(a.dtype, a.value + b.value)
     if isinstance(a, FloatImm) and isinstance(b, FloatImm):
         return FloatImm(a.dtype, a.value + b.value)
     if _is_const(b, 0) and not dt.is_bool(a.dtype):
@@ -214,7 +220,7 @@ def add(a, b) -> PrimExpr:
 def sub(a, b) -> PrimExpr:
     a, b = match_types(a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return IntImm(a.dtype, a.value - b.value)
+        return _int_imm(a.dtype, a.value - b.value)
     if isinstance(a, FloatImm) and isinstance(b, FloatImm):
         return FloatImm(a.dtype, a.value - b.value)
     if _is_const(b, 0):
@@ -225,7 +231,7 @@ def sub(a, b) -> PrimExpr:
 def mul(a, b) -> PrimExpr:
     a, b = match_types(a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
-        return IntImm(a.dtype, a.value * b.value)
+        return _int_imm(a.dtype, a.value * b.value)
     if isinstance(a, FloatImm) and isinstance(b, FloatImm):
         return FloatImm(a.dtype, a.value * b.value)
     if dt.is_integer(a.dtype):

@@ -106,6 +106,12 @@ def pack_conv_weight(w: np.ndarray, ib: int, ob: int) -> np.ndarray:
         w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
 
+def unpack_conv_weight(wp: np.ndarray) -> np.ndarray:
+    """``[O/ob, I/ib, KH, KW, ib, ob]`` -> ``OIHW``: the inverse of :func:`pack_conv_weight`."""
+    oo, io, kh, kw, ib, ob = wp.shape
+    return np.ascontiguousarray(wp.transpose(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw))
+
+
 def pack_depthwise_weight(w: np.ndarray, b: int) -> np.ndarray:
     """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]``."""
     c, _, kh, kw = w.shape
@@ -179,13 +185,44 @@ def _winograd_tile(n: Node, w: Node) -> int | None:
     batch folded into ``conv2d_winograd_NCHWc``'s tiles; a symbolic one chosen for one image,
     the row block its kernels run on, :mod:`kiln.relay.row_blocks`) where it pays, else
     None."""
+    batch = n.shape[0] if isinstance(n.shape[0], int) else 1
+    return _winograd_pays(n, w.shape[2:], w.shape[1], w.shape[0], batch)
+
+
+def _winograd_pays(n: Node, kernel: tuple, in_channels: int, out_channels: int,
+                   batch: int) -> int | None:
+    """``topi.nn.winograd_tile`` for convolution ``n`` (NCHW or packed: its output's
+    spatial axes are 2 and 3) of a ``kernel`` window at ``batch`` images, where the
+    convolution is one Winograd computes (float32, 3x3, stride 1, undilated)."""
     a = n.attrs
-    if not WINOGRAD or w.shape[2:] != (3, 3) or n.dtype != "float32":
+    if not WINOGRAD or tuple(kernel) != (3, 3) or n.dtype != "float32":
         return None
     if tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1):
         return None
-    batch = n.shape[0] if isinstance(n.shape[0], int) else 1
-    return winograd_tile(n.shape[2], n.shape[3], w.shape[1], w.shape[0], batch=batch)
+    return winograd_tile(n.shape[2], n.shape[3], in_channels, out_channels, batch=batch)
+
+
+def packed_winograd_tile(n: Node, batch: int) -> int | None:
+    """The Winograd tile the layout pass would give the packed convolution ``n``
+    (``conv2d_NCHWc``) over a constant ``batch``, else None: a row block of a symbolic
+    batch (:mod:`kiln.relay.row_blocks`) takes the kernel a build for its size takes."""
+    if n.op != "conv2d_NCHWc":
+        return None
+    x, w = n.inputs[0], n.inputs[1]
+    return _winograd_pays(n, w.shape[2:4], x.shape[1] * x.shape[4],
+                          n.shape[1] * n.shape[4], batch)
+
+
+def packed_to_winograd(n: Node, m: int) -> Node:
+    """The packed convolution ``n`` (``conv2d_NCHWc``, constant weights) as
+    ``conv2d_winograd_NCHWc`` with tile ``m``, on the same input and output blocks."""
+    x, wp = n.inputs[0], n.inputs[1]
+    ob = n.shape[4]
+    u = memo_transform(winograd_weight_transform, unpack_conv_weight(wp.value), m=m, ob=ob)
+    y = call("conv2d_winograd_NCHWc", [x, const(u, f"{wp.name}_winograd{m}")], name=n.name,
+             padding=n.attrs["padding"], tile=m)
+    y.layout = n.layout
+    return y
 
 
 def _conv(p: _Packer, n: Node) -> bool:

@@ -113,7 +113,7 @@ def build(mod, target="llvm", target_host=None, params=None, mod_name: str = "de
     plan, consts = execution_plan(g, kernels, assign, sizes, mod_name,
                                   "cpu" if tgt.is_cpu else "cuda",
                                   None if static else T.lifetimes(groups, g),
-                                  {name: b.step() for name, b in rows.items()})
+                                  {name: b.step for name, b in rows.items()})
     factory = GraphExecutorFactoryModule(plan, lib, consts)
     factory.summary = _summary(compiled, sizes, naive, g, rows)
     factory.build_seconds = time.perf_counter() - t0

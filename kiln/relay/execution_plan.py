@@ -9,6 +9,8 @@ plan, never the graph IR.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kiln.ir.expr import PrimExpr, Var
@@ -20,7 +22,8 @@ from .graph import Graph, Node
 def execution_plan(g: Graph, kernels: list[tuple[str, list[Node], list[Node]]],
                    assign: dict[int, int], sizes: list[int] | None, mod_name: str = "default",
                    device: str = "cpu", live: dict[int, tuple[int, int]] | None = None,
-                   rows: dict[str, dict] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+                   rows: dict[str, Callable[[Callable[[Node], int]], dict]] | None = None
+                   ) -> tuple[dict, dict[str, np.ndarray]]:
     """``(plan, consts)`` for ``g``: ``kernels`` are ``(function name, external inputs,
     outputs)`` in run order, ``assign`` maps a node's uid to its storage, ``sizes`` are the
     storages' byte sizes, ``device`` the kind of device the kernels run on (``"cpu"`` or
@@ -32,7 +35,7 @@ def execution_plan(g: Graph, kernels: list[tuple[str, list[Node], list[Node]]],
     symbolic dimensions as expressions and gives each intermediate its first and last step
     (``live``, from :func:`.transform.lifetimes`) for the run-time memory plan. A step
     whose function ``rows`` names runs row-blocked kernels instead (its ``rows`` entry,
-    :meth:`.row_blocks.RowBlocks.step`)."""
+    :meth:`.row_blocks.RowBlocks.step` given the plan's numbering of the nodes)."""
     tid: dict[int, int] = {}
     tensors: list[dict] = []
     consts: dict[str, np.ndarray] = {}
@@ -62,7 +65,7 @@ def execution_plan(g: Graph, kernels: list[tuple[str, list[Node], list[Node]]],
              for name, ext, outs in kernels]
     for st in steps:
         if rows and st["func"] in rows:
-            st["rows"] = rows[st["func"]]
+            st["rows"] = rows[st["func"]](tensor)
     outputs = [tensor(o) for o in g.outputs]
     plan = {"tensors": tensors, "steps": steps, "outputs": outputs, "storages": sizes,
             "inputs": [i.name for i in g.inputs], "mod_name": mod_name, "device": device}

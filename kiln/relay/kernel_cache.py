@@ -7,7 +7,8 @@ dtypes and layouts of its values and which of them are its inputs and outputs; t
 (its string, the CPU facts the schedules read, the threads they plan for); the PassContext
 (opt level, required and disabled passes, config); and kiln's own source. The object file
 of the kernel's C translation unit is cached under that key, the compiler and its flags
-(:func:`kiln.runtime.compiler.object_entry`), with a record of its schedule and its source.
+(:func:`kiln.runtime.compiler.object_entry`), with a record of its schedule, its source
+and the CPU seconds its lowering took.
 What this module guarantees:
 
 * A kernel whose key is cached is not scheduled, lowered nor compiled: its object is linked
@@ -35,6 +36,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -161,14 +163,18 @@ def _cached_record(entry: CacheEntry | None, records: dict[str, tuple[CacheEntry
 
 def _lower(kernel: Kernel, symbol: str, target: Target) -> tuple[dict, list[list[Node]]]:
     """The record of ``kernel`` scheduled, lowered and written as C now, its packed
-    function named ``symbol``: the symbol, the C source and each function's name suffix,
-    group (-1: the whole kernel) and schedule; and each function's input nodes (a weight
-    an auto_scheduler state re-laid out is a new constant)."""
+    function named ``symbol``: the symbol, the C source, the CPU seconds this took
+    (``lower_seconds``, this thread's: the compilers running meanwhile are not counted) and
+    each function's name suffix, group (-1: the whole kernel) and schedule; and each
+    function's input nodes (a weight an auto_scheduler state re-laid out is a new
+    constant)."""
+    start = time.thread_time()
     backend = backend_for(target)
     impls = select_implementations(kernel, symbol, target)
     source = backend.kernel_source(target_phases([i.func for i in impls], backend), target)
     groups = getattr(kernel, "groups", [])
-    return {"symbol": symbol, "source": source, "functions": [
+    return {"symbol": symbol, "source": source,
+            "lower_seconds": round(time.thread_time() - start, 4), "functions": [
         {"suffix": impl.func.name[len(symbol):],
          "group": next((k for k, g in enumerate(groups) if g is impl.group), -1),
          "schedule": impl.schedule_name, "tuned": impl.tuned} for impl in impls]}, \

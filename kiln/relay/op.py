@@ -13,7 +13,7 @@ from kiln import te, topi
 from kiln.ir.expr import PrimExpr
 from kiln.target import Target
 
-from . import bf16_ops
+from . import bf16_ops, bitwise_ops
 from . import quantize_ops as qnn
 from .fingerprint import NotPlainData, fingerprint
 
@@ -202,6 +202,9 @@ OPS: dict = {
                      lambda v, a: np.broadcast_to(v[0], a["shape"]).copy()),
     "take": (lambda ts, a: topi.take(ts[0], ts[1], a["axis"], mode="wrap"), INJECTIVE,
              lambda v, a: np.take(v[0], v[1], a["axis"])),
+    # logical and bitwise operators, their dtype checks (bitwise_ops.py)
+    **{name: (f, BROADCAST, np_f) for name, (f, np_f) in bitwise_ops.BINARY.items()},
+    **{name: (f, ELEMWISE, np_f) for name, (f, np_f) in bitwise_ops.UNARY.items()},
 }
 
 

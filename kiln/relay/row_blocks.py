@@ -10,6 +10,10 @@ injective operators that leave the leading axis alone). Such a group is speciali
 ``R`` rows for each ``R`` of :func:`row_counts` (the hand schedules of the op strategy
 then apply: every shape is static) and run as ``n // R`` blocks of the largest count, then
 the remainder by the smaller ones (the 1-row kernel last, so every ``n`` is covered).
+Each block takes the kernels a build for its row count takes: a 3x3 convolution where
+Winograd pays only from several images on (small feature maps, whose images share the
+tiles' batched product, ``topi.nn.winograd_tile``) is Winograd's in a block of
+:data:`_IMAGE_BLOCK` images and the direct convolution in a single image's block.
 
 A packed dense (``dense_pack``, from the x86 layout pass) is not row-wise here on purpose:
 its kernel takes any number of rows in one call (the last, partial block of rows inside
@@ -25,11 +29,14 @@ the op strategy's symbolic kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kiln.ir.expr import PrimExpr, Var
 from kiln.target import Target
+from kiln.target.memory import host_memory
 
+from .alter_layout import packed_to_winograd, packed_winograd_tile
 from .graph import Node, call
 from .strategy import Implementation, select_implementation
 from .transform import Group
@@ -42,32 +49,38 @@ _ROW_WISE = {"conv2d", "conv2d_NCHWc", "depthwise_conv2d_NCHWc", "conv2d_winogra
              "global_avg_pool2d", "layout_transform", "flatten", "reshape", "softmax",
              "transpose", "concatenate", "strided_slice"}
 
-#: a row holding at least this many output elements gets a 1-row kernel only (its kernel is
-#: parallel within the row); smaller rows (a transformer's tokens) get blocks of
+#: a row holding at least this many output elements gets a 1-row kernel (its kernel is
+#: parallel within the row), and a block of :data:`_IMAGE_BLOCK` rows too where that pays
+#: (:func:`_image_block_pays`); smaller rows (a transformer's tokens) get blocks of
 #: :data:`_SMALL_ROW_BLOCKS` rows, so a long sequence runs few kernel calls
 _LARGE_ROW = 4096
 _SMALL_ROW_BLOCKS = (64, 8, 1)
+_IMAGE_BLOCK = 8
 
 
 @dataclass(frozen=True)
 class RowBlocks:
     """A group's kernels by row count (largest first), over the symbolic dimension
-    ``var``."""
+    ``var``; each kernel's ``inputs`` are the graph's nodes (and the constants of its own
+    block, such as a Winograd kernel's transformed weights) in its argument order."""
 
     var: str
     blocks: list[tuple[int, Implementation]]
-    inputs: list[Node]
     group: Group
 
     @property
     def implementation(self) -> Implementation:
         """The largest block's kernel, standing for the group (its external inputs and
         output are the graph's symbolic nodes)."""
-        return replace(self.blocks[0][1], group=self.group, inputs=self.inputs)
+        return replace(self.blocks[0][1], group=self.group)
 
-    def step(self) -> dict:
-        """The plan's ``rows`` entry of the group's step: the variable and the kernels."""
-        return {"var": self.var, "kernels": [[r, impl.func.name] for r, impl in self.blocks]}
+    def step(self, tensor: Callable[[Node], int]) -> dict:
+        """The plan's ``rows`` entry of the group's step: the variable and, per block, its
+        row count, kernel and arguments (``tensor`` numbers a node in the plan)."""
+        outputs = [tensor(o) for o in self.group.outputs]
+        return {"var": self.var, "kernels": [
+            [r, impl.func.name, [tensor(i) for i in impl.inputs] + outputs]
+            for r, impl in self.blocks]}
 
 
 def row_var(group: Group) -> Var | None:
@@ -104,12 +117,28 @@ def row_counts(group: Group) -> tuple[int, ...]:
     row = 1
     for d in group.output.shape[1:]:
         row *= d
-    return (1,) if row >= _LARGE_ROW else _SMALL_ROW_BLOCKS
+    if row < _LARGE_ROW:
+        return _SMALL_ROW_BLOCKS
+    return (_IMAGE_BLOCK, 1) if _image_block_pays(group) else (1,)
+
+
+def _image_block_pays(group: Group) -> bool:
+    """Whether a block of :data:`_IMAGE_BLOCK` images beats single images: a convolution of
+    ``group`` is Winograd's for the block and not for one image (small maps, whose images
+    share the tiles' batched product), or its constants do not fit the L2 cache (a single
+    image's kernel streams them from farther out once per image, the block's once per
+    block: ResNet-18's 256-channel 3x3 convolutions, 2.4 MB of weights)."""
+    if any(packed_winograd_tile(n, _IMAGE_BLOCK) for n in group.nodes):
+        return True
+    consts = {i.uid: i.value.nbytes for n in group.nodes for i in n.inputs if i.is_const}
+    l2 = next((c.size_bytes for c in host_memory().caches if c.name == "L2"), 0)
+    return 0 < l2 < sum(consts.values())
 
 
 def specialize_rows(group: Group, lead: Var, rows: int) -> tuple[Group, dict[int, Node]]:
-    """``group`` with its leading dimension ``lead`` set to ``rows``, and, by the uid of
-    each of the copy's external inputs, the graph node it stands for."""
+    """``group`` with its leading dimension ``lead`` set to ``rows`` (a packed convolution
+    Winograd's where it pays for ``rows`` images), and, by the uid of each of the copy's
+    external inputs, the graph node it stands for."""
     memo: dict[int, Node] = {}
     origin: dict[int, Node] = {}
 
@@ -130,6 +159,9 @@ def specialize_rows(group: Group, lead: Var, rows: int) -> tuple[Group, dict[int
             attrs["newshape"] = [rows, *attrs["newshape"][1:]]
         c = call(n.op, [node(i) for i in n.inputs], name=n.name, **attrs)
         c.layout = n.layout
+        m = packed_winograd_tile(c, rows)
+        if m:
+            c = packed_to_winograd(c, m)
         memo[n.uid] = c
         nodes.append(c)
     return Group(nodes=nodes, anchor_pattern=group.anchor_pattern), origin
@@ -142,10 +174,8 @@ def row_blocks(group: Group, name: str, target: Target) -> RowBlocks | None:
     if lead is None:
         return None
     blocks = []
-    inputs: list[Node] = []
     for rows in row_counts(group):
         copy, origin = specialize_rows(group, lead, rows)
         impl = select_implementation(copy, f"{name}_r{rows}", target)
-        inputs = [origin.get(i.uid, i) for i in impl.inputs]
-        blocks.append((rows, impl))
-    return RowBlocks(lead.name, blocks, inputs, group)
+        blocks.append((rows, replace(impl, inputs=[origin.get(i.uid, i) for i in impl.inputs])))
+    return RowBlocks(lead.name, blocks, group)

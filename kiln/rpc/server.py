@@ -90,11 +90,10 @@ class SessionHandler:
 
     # ---- plumbing ---------------------------------------------------------------------
     def handle(self, header: dict[str, Any], blobs: list[Any]) -> Reply:
-        for h in header.get("free", ()):
-            self._objects.pop(h, None)
         op = header.get("op")
         fn = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         try:
+            self._free(header.get("free", []))
             if fn is None:
                 raise TVMError(f"unknown RPC operation {op!r}")
             reply, out = fn(header, blobs)
@@ -109,6 +108,15 @@ class SessionHandler:
         self._objects.clear()
         for d in [self.workspace, *self._extra_dirs]:
             shutil.rmtree(d, ignore_errors=True)
+
+    def _free(self, handles: Any) -> None:
+        """Drop the objects a request's ``free`` field names (the client's dropped handles);
+        a field that is not a list of integers is an error of that request, not of the
+        session."""
+        if not isinstance(handles, list) or not all(type(h) is int for h in handles):
+            raise TVMError(f"bad 'free' field {handles!r}: expected a list of handles")
+        for h in handles:
+            self._objects.pop(h, None)
 
     def _put(self, obj: Any) -> int:
         h = next(self._ids)

@@ -48,6 +48,7 @@ __all__ = [
     "compile_shared",
     "compile_jobs",
     "object_entry",
+    "object_argv",
     "compile_object",
     "link_shared",
     "compiler_env",
@@ -299,17 +300,30 @@ def compile_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _object_flags(flags: list[str] | tuple[str, ...] | None) -> list[str]:
-    return [f for f in build_flags(flags) if f != "-shared"] + ["-c"]
+def _object_command(flags: list[str] | tuple[str, ...] | None
+                    ) -> tuple[tuple[str, ...], list[str]]:
+    """The compiler in use and every flag an object file is compiled with for ``flags``."""
+    command = compiler_command()
+    return command, [f for f in build_flags(flags) if f != "-shared"] + ["-c"] \
+        + _workaround_flags(command)
 
 
 def object_entry(key: str, *, flags: list[str] | None = None, name: str = "kernel"
                  ) -> CacheEntry:
     """The cache entry of the object file whose source ``key`` determines (a hex digest
     chosen by the caller), compiled with ``flags`` by the compiler in use."""
-    command = compiler_command()
-    all_flags = _object_flags(flags) + _workaround_flags(command)
+    command, all_flags = _object_command(flags)
     return cache_entry(cache_dir(), name, _cache_key(key, command, all_flags), ".o")
+
+
+def object_argv(flags: list[str] | None = None) -> list[str]:
+    """The command line, without ``-o <object> <source>``, that :func:`compile_object` runs
+    for a kernel source that starts with the runtime header, compiled with ``flags``: the
+    compiler, its flags and the precompiled runtime header where there is one (for timing a
+    kernel's compilation alone, ``benchmarks.compile_time --kernels``)."""
+    command, all_flags = _object_command(flags)
+    header = precompiled_runtime_header(command, all_flags)
+    return [*command, *all_flags, *(["-include", header] if header else [])]
 
 
 def compile_object(entry: CacheEntry, source: str, *, flags: list[str] | None = None,
@@ -317,8 +331,7 @@ def compile_object(entry: CacheEntry, source: str, *, flags: list[str] | None = 
     """The object file of ``entry`` (from :func:`object_entry` with the same ``flags``),
     compiled from C ``source`` unless a valid one is cached; ``info`` is recorded beside it
     (``compile_cache.lookup_info``). Errors as :func:`compile_shared`'s."""
-    command = compiler_command()
-    all_flags = _object_flags(flags) + _workaround_flags(command)
+    command, all_flags = _object_command(flags)
 
     def make(entry: CacheEntry, out: Path) -> None:
         header = precompiled_runtime_header(command, all_flags) \

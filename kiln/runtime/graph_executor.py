@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TVMError
+from . import packed_call
 from .device import CUDA, Device, cpu, cuda
 from .module import load_module as _load_lib
 from .module import time_evaluator as _wall_clock_evaluator
@@ -283,7 +284,7 @@ class GraphModule:
                 raise KeyError(f"graph has no input {key!r} (inputs: "
                                f"{', '.join(self._cur.inputs)})")
             data = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
-            if self._shape_vars:
+            if self._shape_vars and data.shape != self._cur.inputs[key].shape:
                 self._bind_shape(key, data.shape)
             self._cur.bind_input(key, self._cur.own_inputs[key])  # after set_input_zero_copy
             self._cur.inputs[key].copyfrom(data)
@@ -320,8 +321,11 @@ class GraphModule:
     def run(self, **inputs) -> None:
         if inputs:
             self.set_input(**inputs)
-        for launch in self._cur.launches:
-            launch()
+        try:
+            for launch in self._cur.launches:
+                launch()
+        except TVMError as e:  # chained to a failed call_packed's exception, if any
+            raise e from packed_call.take_error()
 
     def get_output(self, index: int, out=None) -> NDArray:
         a = self._cur.outputs[index]
@@ -424,29 +428,31 @@ def _instantiate(factory: GraphExecutorFactoryModule, params: dict[str, NDArray]
                 inst.inputs[t["input"]] = inst.own_inputs[t["input"]] = a
         arrays.append(a)
     lib = factory.lib
-    inst.calls = [call for st in plan["steps"] for call in _step_calls(
-        lib, st, [arrays[i] for i in st["args"]], [tensors[i] for i in st["args"]], env)]
+    inst.calls = [call for st in plan["steps"]
+                  for call in _step_calls(lib, st, arrays, tensors, env)]
     inst.launches = [_prepared(f, args) for f, args in inst.calls]
     inst.outputs = [arrays[i] for i in plan["outputs"]]
     return inst
 
 
-def _step_calls(lib, step: dict, args: list[NDArray], specs: list[dict],
+def _step_calls(lib, step: dict, arrays: list[NDArray], tensors: list[dict],
                 env: dict[str, int]) -> list[tuple[Callable, list[NDArray]]]:
-    """The kernel calls of one plan step: its function on ``args``, or, for a row-blocked
-    step (``rows``: the symbolic leading dimension and the kernels by row count, largest
-    first), as many blocks of each count as fit in the rows left, each kernel on views of
-    its rows of the arguments whose leading dimension is that variable."""
+    """The kernel calls of one plan step (``arrays``, ``tensors``: the plan's tensors and
+    their entries): its function on its arguments, or, for a row-blocked step (``rows``:
+    the symbolic leading dimension and the kernels by row count, largest first, each with
+    its arguments), as many blocks of each count as fit in the rows left, each kernel on
+    views of its rows of the arguments whose leading dimension is that variable."""
     if "rows" not in step:
-        return [(lib.get_function(step["func"]), args)]
+        return [(lib.get_function(step["func"]), [arrays[i] for i in step["args"]])]
     var = step["rows"]["var"]
-    sliced = [bool(t["shape"]) and t["shape"][0] == var for t in specs]
     calls, start, n = [], 0, env[var]
-    for count, name in step["rows"]["kernels"]:
+    for count, name, *own in step["rows"]["kernels"]:
+        ids = own[0] if own else step["args"]  # a plan of kernels sharing the step's args
+        sliced = [bool(tensors[i]["shape"]) and tensors[i]["shape"][0] == var for i in ids]
         func = lib.get_function(name)
         while n - start >= count:
-            calls.append((func, [_rows(a, start, count) if cut else a
-                                 for a, cut in zip(args, sliced, strict=True)]))
+            calls.append((func, [_rows(arrays[i], start, count) if cut else arrays[i]
+                                 for i, cut in zip(ids, sliced, strict=True)]))
             start += count
     return calls
 
@@ -459,9 +465,9 @@ def _rows(a: NDArray, start: int, count: int) -> NDArray:
 
 
 def _prepared(func, args: list[NDArray]) -> Callable[[], None]:
-    """``func(*args)`` as a call without arguments; the arguments checked once here when the
-    function can bind them (a CUDA host function), else at each call (the arrays of a graph
-    module never move, so checking them once is enough)."""
+    """``func(*args)`` as a call without arguments, bound once (the arrays of a graph module
+    never move): a compiled CPU function's packed arguments, a CUDA host function's checked
+    launch (``bind``)."""
     bind = getattr(func, "bind", None)
     return bind(*args) if bind is not None else functools.partial(func, *args)
 

@@ -29,6 +29,18 @@
 #define KILN_LOCAL __attribute__((visibility("hidden")))
 #endif
 
+/* A generated function's packed entry (its argument checks, run once per call) is compiled
+ * by GCC at -O1, and its compute function apart from it (never inlined into it) at the
+ * level of the command line: the compute code is the same, and GCC spends about half the
+ * time on the entry's hundred branches (ResNet-18's kernels: 9% of the compiler's time). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define KILN_ENTRY __attribute__((optimize("O1")))
+#define KILN_COMPUTE __attribute__((noinline))
+#else
+#define KILN_ENTRY
+#define KILN_COMPUTE
+#endif
+
 typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
 typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
 typedef struct {

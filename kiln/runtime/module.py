@@ -11,6 +11,7 @@ into it (``packed_call``). ``export_library("x.tar")`` writes an archive holding
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import json
 import os
@@ -60,6 +61,14 @@ class PackedFunc:
             raise TypeError(f"{self.name}(): {e}") from None
         except TVMError as e:  # chained to a failed call_packed's exception, if any
             raise e from packed_call.take_error()
+
+    def bind(self, *args: Any) -> Callable[[], None]:
+        """``self(*args)`` as a call without arguments, for arguments that never change (a
+        graph module's arrays): the arguments' tuple made once, no Python frame per call.
+        Its errors are not chained to a failed ``call_packed``'s exception (the caller
+        chains :func:`packed_call.take_error`)."""
+        _fc.backend()  # resolved now: the partial keeps the implementation in use
+        return functools.partial(_fc.CALL, self._fptr, self._errptr, args)
 
     def __repr__(self) -> str:
         return f"<PackedFunc {self.name}>"

@@ -15,6 +15,7 @@ from kiln.ir import dtype as dt
 from kiln.ir.expr import IntImm, IterVar, PrimExpr, Range, StringImm, Var
 from kiln.ir.op import convert, index_dtype
 
+from .prefetch import check_prefetch
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tensor_intrin import TensorIntrin
 
@@ -506,7 +507,9 @@ class Stage:
         """Inside loop ``var``, prefetch the region of ``tensor`` that iteration
         ``var + offset`` reads (kiln/tir/inject_prefetch.py: one ``prefetch`` call per cache
         line; results never change). ``tensor`` is read by this stage or by a stage
-        computed at its loops (``compute_at``).
+        computed at its loops (``compute_at``), directly or through a copy
+        (``cache_read``, before or after this call) or an inlined stage; the loop prefetches
+        the one of ``tensor`` and its copies that its body reads (kiln/te/prefetch.py).
 
         Before:: for (k.outer, 0, 7) { for (k.inner, 0, 16) { C[i] = C[i] + A[i, ...] } }
         ``s[C].prefetch(A, ko, 1)``
@@ -519,28 +522,12 @@ class Stage:
                      prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)]), 0, 3, 1) }
                    for (k.inner, 0, 16) { ... } }
         """
+        self._check_compute("prefetch")
         self._check_leaf(var, "prefetch")
-        reads = self._tensors_read_inside()
-        if not isinstance(tensor, Tensor) or tensor not in reads:
-            names = ", ".join(dict.fromkeys(t.name for t in reads)) or "no tensor"
-            raise ScheduleError(
-                f"prefetch on stage '{self.name}': '{getattr(tensor, 'name', tensor)}' is not "
-                f"read by this stage or a stage computed at its loops (they read {names})")
+        check_prefetch(self, tensor)
         attr = self._attr(var)
         attr.prefetch_data.append(tensor)
         attr.prefetch_offset.append(convert(offset))
-
-    def _tensors_read_inside(self) -> list[Tensor]:
-        """The tensors this stage reads, and those the stages computed at its loops
-        (``compute_at``, at any depth) read."""
-        reads = list(self.op.input_tensors)
-        for st in self.schedule.stages:
-            parent = st.attach_stage if st.attach_type == "scope" else None
-            while parent is not None and parent is not self:
-                parent = parent.attach_stage if parent.attach_type == "scope" else None
-            if parent is self:
-                reads.extend(st.op.input_tensors)
-        return reads
 
     def tensorize(self, var: IterVar, intrin: TensorIntrin) -> None:
         """Replace loop ``var`` and the loops inside it by the tensor intrinsic ``intrin``

@@ -36,9 +36,9 @@ from kiln.ir.stmt import (
     Stmt,
     seq,
 )
-from kiln.tir.inject_prefetch import PREFETCH_SCOPE
 
 from .bound import compute_stages
+from .prefetch import prefetch_scopes
 from .relations import leaf_values, pass_up, split_factor
 from .schedule import Schedule, Split, Stage
 from .split_tail import (
@@ -286,10 +286,7 @@ def make_loop(st: Stage, iv: IterVar, extent: PrimExpr, body: Stmt) -> Stmt:
         thread = attr.bind_thread
         body = substitute(body, {iv.var: cast(thread.var, iv.var.dtype)})
         return AttrStmt(thread, "thread_extent", extent, body)
-    if attr is not None:
-        for tensor, offset in reversed(list(zip(attr.prefetch_data, attr.prefetch_offset,
-                                                strict=True))):
-            body = AttrStmt(tensor, PREFETCH_SCOPE, offset, body)
+    body = prefetch_scopes(st, iv, body)
     loop: Stmt = For(iv.var, 0, extent, kind, body,
                      annotations=loop_annotations(st).get(iv, ()))
     if attr is not None:

@@ -22,7 +22,8 @@ the predicate ``ramp(0, 1, W) < r`` (masked loads and stores in C), inside ``if 
 that no lane at or past ``r`` reads or writes memory and nothing is read when the loop is
 empty. Its vector loads and stores must be contiguous (a masked gather moves lane by lane,
 slower than the scalar loop), and its stored values may not divide integers nor call
-functions (unused lanes compute them), nor hold a lane condition.
+functions but ``reinterpret`` (unused lanes compute them: a lane's bits reinterpreted cannot
+trap, and ``topi.fast_exp`` builds its power of two so), nor hold a lane condition.
 
 Guarantee: the result computes the same values as the scalar loop. When the body holds
 something this pass cannot express as vectors (an inner loop, a math call, a non-constant
@@ -246,7 +247,8 @@ def _check_lane_condition(c: E.PrimExpr) -> None:
 
 def _check_masked_branch(e: E.PrimExpr) -> None:
     """A branch evaluated in lanes that do not take it may not trap or hold another lane
-    condition: no integer division, no call, no vector condition."""
+    condition: no integer division, no call but ``reinterpret`` (each lane's bits: the
+    exponent of ``topi.fast_exp``), no vector condition."""
     from kiln.ir.functor import post_order_visit
 
     bad = []
@@ -254,8 +256,8 @@ def _check_masked_branch(e: E.PrimExpr) -> None:
     def visit(n):
         if isinstance(n, E.Div | E.Mod | E.FloorDiv | E.FloorMod) and dt.is_integer(n.dtype):
             bad.append(n)
-        elif isinstance(n, E.Call | E.Let) or (isinstance(n, E.Select | E.CmpOp)
-                                               and dt.lanes(n.dtype) > 1):
+        elif (isinstance(n, E.Call) and n.op != "reinterpret") or isinstance(n, E.Let) or (
+                isinstance(n, E.Select | E.CmpOp) and dt.lanes(n.dtype) > 1):
             bad.append(n)
 
     post_order_visit(e, visit)

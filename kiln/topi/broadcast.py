@@ -102,6 +102,16 @@ def _binary(name: str, fexpr, doc: str):
     return op
 
 
+def _shift(name: str, fexpr):
+    """``fexpr`` (``<<`` or ``>>``) of integer operands; bools and floats have no shift."""
+    def shift(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        if not (dt.is_int(a.dtype) or dt.is_uint(a.dtype)):
+            raise TypeError(f"topi.{name} needs integer operands, got {a.dtype}")
+        return fexpr(a, b)
+
+    return shift
+
+
 def _power(a, b):
     if dt.is_float(a.dtype):
         return tir.power(a, b)
@@ -129,6 +139,12 @@ logical_or = _binary("logical_or", _lor, "logical or.")
 bitwise_and = _binary("bitwise_and", _op.bitwise_and, "``lhs & rhs``, bit by bit.")
 bitwise_or = _binary("bitwise_or", _op.bitwise_or, "``lhs | rhs``, bit by bit.")
 bitwise_xor = _binary("bitwise_xor", _op.bitwise_xor, "``lhs ^ rhs``, bit by bit.")
+left_shift = _binary("left_shift", _shift("left_shift", lambda a, b: a << b),
+                     "``lhs << rhs`` of integers (C's: a shift by the type's width or more is "
+                     "undefined).")
+right_shift = _binary("right_shift", _shift("right_shift", lambda a, b: a >> b),
+                      "``lhs >> rhs`` of integers, arithmetic for signed types (C's: a shift by "
+                      "the type's width or more is undefined).")
 
 
 def bitwise_not(x):
@@ -155,5 +171,6 @@ __all__ = [
     "broadcast_shape", "broadcast_to", "add", "subtract", "multiply", "divide",
     "floor_divide", "mod", "floor_mod", "maximum", "minimum", "power", "equal", "not_equal",
     "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
-    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift",
+    "right_shift",
 ]

@@ -22,6 +22,7 @@ from kiln.auto_scheduler.hardware_params import (
     HardwareParams,
     KernelResources,
     fits_gpu,
+    hardware_check,
     kernel_resources,
 )
 from kiln.auto_scheduler.loop_state import (
@@ -141,7 +142,7 @@ def test_gpu_unroll_pragmas():
     assert drawn == set(GPU_UNROLL_CHOICES)
     c = sample_candidate(sketches, rng)
     mutated = {v for _ in range(200)
-               for v in mutate(c, rng, sketches[0].unroll_choices).unrolls.values()}
+               for v in mutate(c, rng, sketches[c.sketch]).unrolls.values()}
     assert 1024 in mutated
 
 
@@ -268,7 +269,7 @@ def test_random_gpu_states_are_correct_on_the_emulator(workload):
     states = [reference_state(task.compute_dag)]
     for k, sketch in enumerate(sketches):
         a, b = (replace(sample_candidate([sketch], rng), sketch=k) for _ in range(2))
-        children = [mutate(mutate(a, rng, sketch.unroll_choices), rng, sketch.unroll_choices),
+        children = [mutate(mutate(a, rng, sketch), rng, sketch),
                     crossover(a, b, sketch, rng)]
         states += [c.state(sketch) for c in [a] + [
             c for c in children if sketch.allows(c.tiles) and policy.replays(c)]]
@@ -316,3 +317,26 @@ def test_tune_on_a_gpu(tmp_path):
     arrays = _inputs(args, np.random.default_rng(0))
     out = run_on_gpu(sch, args, arrays)[-1]
     np.testing.assert_allclose(out, arrays[0] @ arrays[1], rtol=1e-4, atol=1e-4)
+
+
+def test_the_check_and_the_occupancy_model_share_one_lowering(monkeypatch):
+    """A GPU state is lowered once: ``hardware_check`` and ``GPUOccupancyModel`` read the
+    same remembered kernel resources; a state that does not lower fits nothing."""
+    from kiln.auto_scheduler import hardware_params
+
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag, "cuda")
+    rng = random.Random(1)
+    states = [c.state(sketches[c.sketch])
+              for c in (sample_candidate(sketches, rng) for _ in range(3))]
+    lowered = []
+    real = hardware_params.kernel_resources
+    monkeypatch.setattr(hardware_params, "kernel_resources",
+                        lambda mod: lowered.append(1) or real(mod))
+    fits = hardware_check(task)(states)
+    scores = GPUOccupancyModel().predict(task, states)
+    assert len(lowered) == len({s.key() for s in states})
+    assert [math.isfinite(s) for s in scores] == [True] * 3 and len(fits) == 3
+    broken = State([AnnotationStep("C", "no_such_loop", "vectorize")])
+    assert hardware_check(task)([broken]) == [False]
+    assert GPUOccupancyModel().predict(task, [broken]) == [-math.inf]

@@ -12,6 +12,7 @@ import kiln
 from kiln import auto_scheduler, te
 from kiln.auto_scheduler import LayoutRewriteOption
 from kiln.auto_scheduler.annotation import sample_candidate
+from kiln.auto_scheduler.loop_state import SplitStep
 from kiln.auto_scheduler.sketch import generate_sketches
 
 FREE = "layout_free_placeholders"
@@ -59,13 +60,33 @@ def _conv_ref(data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 
 
 def _states(task, count: int, seed: int = 0):
+    """``count`` random states whose splits have no partial tile (a tail split keeps the
+    weight's layout: test_a_tail_split_keeps_the_layout)."""
     sketches = generate_sketches(task.compute_dag)
     rng = random.Random(seed)
     out = []
-    for _ in range(count):
+    while len(out) < count:
         c = sample_candidate(sketches, rng)
-        out.append(c.state(sketches[c.sketch]))
+        state = c.state(sketches[c.sketch])
+        if not any(isinstance(s, SplitStep) and s.tail for s in state.steps):
+            out.append(state)
     return out
+
+
+def test_a_tail_split_keeps_the_layout():
+    """A state whose vectorized tile leaves a partial tile (32 of 48 columns) rewrites no
+    layout (its levels do not tile the weight) and gives numpy's product."""
+    task = auto_scheduler.SearchTask(func=lr_test_dense, args=(32, 24, 48), target="llvm")
+    sketches = generate_sketches(task.compute_dag)
+    rng = random.Random(0)
+    state = next(s for s in (c.state(sketches[c.sketch])
+                             for c in (sample_candidate(sketches, rng) for _ in range(200)))
+                 if any(isinstance(t, SplitStep) and t.tail for t in s.steps))
+    assert task.compute_dag.layout_rewrites(state) == []
+    rng_np = np.random.default_rng(0)
+    a, b = (rng_np.random(s, dtype=np.float32) for s in ((32, 24), (24, 48)))
+    got = _run(*task.instantiate(state), [a, b], (32, 48))
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4)
 
 
 def _run(sch, args, inputs, out_shape) -> np.ndarray:
@@ -163,3 +184,48 @@ def test_conv2d_results_unchanged():
         np.testing.assert_allclose(got, want, rtol=1e-4)
         np.testing.assert_allclose(_run(*task.instantiate(state), [data, kernel],
                                         want.shape), want, rtol=1e-4)
+
+
+@auto_scheduler.register_workload
+def lr_test_topi_conv(c, size, f, depthwise):
+    from kiln import topi
+
+    data = te.placeholder((1, c, size, size), name="data")
+    if depthwise:
+        kernel = te.placeholder((c, 1, 3, 3), name="kernel")
+        return [data, kernel, topi.nn.depthwise_conv2d_nchw(data, kernel, 1, 1, 1)]
+    kernel = te.placeholder((f, c, 3, 3), name="kernel")
+    return [data, kernel, topi.nn.conv2d_nchw(data, kernel, 1, 1, 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_the_replayed_record_is_the_measured_kernel(tmp_path, depthwise):
+    """What a benchmark or ``relay.build`` replays from the log is the kernel the runner
+    timed: ``apply_best`` with the measured form (the copy stage) lowers to the measured
+    candidate's loops exactly, and taking the weight pre-transformed only drops that copy
+    (the conv's padding and its loops are the same). topi's padded convolutions (the
+    depthwise one declares no layout-free weight, so every form is one kernel)."""
+    task = auto_scheduler.SearchTask(func=lr_test_topi_conv, args=(8, 6, 8, depthwise),
+                                     target="llvm")
+    sketches = generate_sketches(task.compute_dag)
+    rng = random.Random(4)
+    log = str(tmp_path / "log.json")
+    for k in range(2):
+        c = sample_candidate(sketches, rng, filled=k == 0)
+        state = c.state(sketches[c.sketch])
+        (tmp_path / "log.json").unlink(missing_ok=True)
+        auto_scheduler.save_records(log, [auto_scheduler.MeasureInput(task, state)],
+                                    [auto_scheduler.MeasureResult((1e-3,), 0, 0.1, 0.0)])
+        measured = str(kiln.lower(*task.instantiate(state)))
+        insert = LayoutRewriteOption.INSERT_TRANSFORM_STAGE
+        pre = LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED
+        assert str(kiln.lower(*task.apply_best(log, layout_rewrite_option=insert))) == measured
+        deployed = str(kiln.lower(*task.apply_best(log, layout_rewrite_option=pre)))
+        if depthwise or not task.compute_dag.layout_rewrites(state):
+            assert deployed == measured
+        else:  # the padding and the convolution's loops the same, the copy dropped
+            pad, conv = (measured.index(f"produce {n}") for n in ("pad_temp", "conv2d_nchw"))
+            assert "produce kernel_rewritten" in measured[pad:conv]
+            assert deployed == measured[:measured.index("allocate kernel_rewritten")] \
+                + measured[conv:]

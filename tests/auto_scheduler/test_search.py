@@ -18,8 +18,10 @@ from kiln.auto_scheduler.annotation import (
     factorizations,
     mutate,
     sample_candidate,
+    tail_tilings,
 )
-from kiln.auto_scheduler.cost_model import AnalyticCostModel, map_states
+from kiln.auto_scheduler.cost_model import AnalyticCostModel, CostModel, map_states
+from kiln.auto_scheduler.feature import state_features
 from kiln.auto_scheduler.loop_state import AnnotationStep, ComputeAtStep, SplitStep, State
 from kiln.auto_scheduler.sketch import MAX_UNROLLED_VECTORS, cpu_budget, generate_sketches
 
@@ -119,8 +121,19 @@ def test_random_states_are_correct(workload):
         cand = sample_candidate(sketches, rng)
         mate = sample_candidate([sketches[cand.sketch]], rng)
         child = crossover(cand, replace(mate, sketch=cand.sketch), sketches[cand.sketch], rng)
-        for c in (cand, mutate(mutate(cand, rng), rng), child):
+        sk = sketches[cand.sketch]
+        for c in (cand, mutate(mutate(cand, rng, sk), rng, sk), child):
             _check(task, c.state(sketches[c.sketch]), workload[0], nrng)
+    # the conv's 14 columns: a vectorized tile of whole vectors with a partial last tile
+    tailed = [c for c in (sample_candidate(sketches, rng) for _ in range(100))
+              if _has_tail(c.state(sketches[c.sketch]))]
+    assert bool(tailed) == (workload is CONV)
+    for c in tailed[:2]:
+        _check(task, c.state(sketches[c.sketch]), workload[0], nrng)
+
+
+def _has_tail(state: State) -> bool:
+    return any(isinstance(s, SplitStep) and s.tail for s in state.steps)
 
 
 def test_crossover_child_is_legal_and_correct():
@@ -255,7 +268,7 @@ def test_unroll_pragmas_keep_the_compile_budget():
         ((pragma, split, lanes, bound),) = sk.unroll_limits
         assert (lanes, bound) == (16, MAX_UNROLLED_VECTORS)
         for _ in range(20):
-            c = mutate(sample_candidate([sk], rng), rng)
+            c = mutate(sample_candidate([sk], rng), rng, sk)
             if sk.allows(c.tiles, c.unrolls):
                 assert c.unrolls[pragma] * -(-c.tiles[split][-1] // lanes) <= bound
         wide = {**c.tiles, split: (c.tiles[split][0] * c.tiles[split][-1] // 64,
@@ -344,3 +357,113 @@ def test_a_vectorized_tile_is_whole_vectors_or_at_least_half_of_one():
     which no multiple of 16 divides, one vector of 14 (not 1, 2 or 7); 7 columns any."""
     innermost = {n: {f[-1] for f in aligned_factorizations(n, 4, 16)} for n in (1024, 14, 7)}
     assert innermost == {1024: {16, 32, 64}, 14: {14}, 7: {1, 7}}
+
+
+def test_a_vectorized_tile_may_leave_a_tail_of_whole_vectors():
+    """Beside the exact factorizations, a vectorized split draws powers of two of whole
+    vectors that leave a partial tile (14 columns at 16 lanes: 4 or 8, as the hand conv
+    schedule's 4; 56: 16 or 32), the outer levels factoring the tiles; 1024 has none."""
+    assert {f[-1] for f in tail_tilings(14, 3, 16)} == {4, 8}
+    assert {f[-1] for f in tail_tilings(56, 4, 16)} == {16, 32}
+    assert (2, 2, 4) in tail_tilings(14, 3, 16) and tail_tilings(1024, 4, 16) == ()
+    assert all(math.prod(f[:-1]) == -(-56 // f[-1]) for f in tail_tilings(56, 4, 16))
+
+
+def test_a_tail_tile_compiles_to_vectors_and_is_correct():
+    """Width 14 at this machine's lanes: a state whose vectorized tile leaves a tail
+    builds to C vector statements of its length (no scalar ``ivdep`` loop), replays from
+    its candidate, mutates within its tail tilings, and matches numpy."""
+    workload = ("as_test_matmul", (16, 16, 14, "float32"))
+    task = _task(workload)
+    sk = generate_sketches(task.compute_dag)[0]  # no cache write: one stage
+    (x,) = sk.vector_lanes
+    rng = random.Random(0)
+    c = next(c for c in (sample_candidate([sk], rng) for _ in range(200))
+             if math.prod(c.tiles[x]) != 14)
+    state = c.state(sk)
+    assert candidate_of([sk], state).key() == c.key()
+    sch, args = task.compute_dag.apply_steps_from_state(state)
+    source = kiln.build(sch, args, "llvm").get_source()
+    assert "ivdep" not in source and f"float32x{c.tiles[x][-1]}" in source
+    _check(task, state, workload[0], np.random.default_rng(0))
+    for _ in range(50):
+        m = mutate(c, rng, sk)
+        assert math.prod(m.tiles[x]) == 14 or m.tiles[x] in tail_tilings(14, 4, sk.vector_lanes[x])
+
+
+def test_a_pure_stage_shifts_its_last_tile_inwards():
+    """Cache-write sketch, 14 columns: the copy-out stage ``C`` (each element once) shifts
+    its last tile of whole vectors inwards, the reduction ``C.local`` (which must not
+    accumulate an element twice) partitions; the result matches numpy."""
+    workload = ("as_test_matmul", (16, 16, 14, "float32"))
+    task = _task(workload)
+    sk = generate_sketches(task.compute_dag)[1]
+    assert "cache write" in str(sk) and sk.pure_stages == {"C"}
+    rng = random.Random(0)
+    state = next(s for s in (sample_candidate([sk], rng).state(sk) for _ in range(200))
+                 if _has_tail(s))
+    assert {(s.stage, s.tail) for s in state.steps if isinstance(s, SplitStep) and s.tail} \
+        == {("C", "shift_inwards"), ("C.local", "partition")}
+    _check(task, state, workload[0], np.random.default_rng(0))
+
+
+def test_cpu_vector_width_from_hardware_params():
+    """``HardwareParams(vector_unit_bytes=16)`` (SSE) gives 4-lane vectorized tiles,
+    whatever the host's width."""
+    task = _task(("as_test_matmul", (16, 16, 14, "float32")))
+    params = auto_scheduler.HardwareParams(vector_unit_bytes=16)
+    sketches = generate_sketches(task.compute_dag, "llvm", params)
+    assert all(set(sk.vector_lanes.values()) == {4} for sk in sketches)
+    assert cpu_budget("llvm", 4, 16).lanes == 4 and cpu_budget("llvm", 8, 64).lanes == 8
+
+
+def test_state_features_read_the_steps_without_lowering():
+    """Equal steps give equal features; the per-stage level products are the tiling's
+    register tile and parallel loop; every value is finite."""
+    task = _task(GEMM)
+    sketches = generate_sketches(task.compute_dag)
+    rng = random.Random(5)
+    tiled = next(sk for sk in sketches if "cache write" not in str(sk))
+    c = sample_candidate([tiled], rng, filled=True)
+    state = c.state(tiled)
+    feats = state_features(state)
+    assert feats == state_features(State.from_json(state.to_json()))
+    assert all(math.isfinite(v) for v in feats.values())
+    i_tiles, j_tiles = (c.tiles[k] for k in sorted(c.tiles) if len(c.tiles[k]) == 4)
+    assert feats["C.L4.3"] == pytest.approx(math.log2(i_tiles[3] * j_tiles[3]))
+    assert feats["C.parallel"] == pytest.approx(math.log2(i_tiles[0] * j_tiles[0]))
+    assert feats["C.vectorize"] == pytest.approx(math.log2(j_tiles[3]))
+    other = replace(c, tiles={**c.tiles, **{k: t[::-1] for k, t in c.tiles.items()
+                                             if len(t) == 4 and t != t[::-1]}})
+    if other.key() != c.key():
+        assert state_features(other.state(tiled)) != feats
+
+
+class _CountingModel(CostModel):
+    """A fixed-rule model that counts the states it scores."""
+
+    def __init__(self) -> None:
+        self.scored = 0
+
+    def predict(self, task, states) -> list[float]:
+        self.scored += len(states)
+        return [float(len(s.key())) for s in states]
+
+
+def test_first_round_ranks_the_population_without_evolving():
+    """Before any measurement a model that has not learned ranks the random population
+    only (at most ``population_size`` states scored); once states are measured the
+    population evolves (children scored too)."""
+    task = _task(GEMM)
+    model = _CountingModel()
+    policy = auto_scheduler.SketchPolicy(task, model, params={"population_size": 8,
+                                                              "num_iters": 2}, seed=0,
+                                         verbose=0)
+    picks = policy._pick(4)
+    assert len(picks) == 4 and model.scored <= 8
+    for c in picks:
+        policy.measured[c.key()] = 1e-3
+        policy._candidates[c.key()] = c
+    model.scored = 0
+    policy._pick(4)
+    assert model.scored > 8

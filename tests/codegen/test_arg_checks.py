@@ -137,3 +137,17 @@ def test_shape_variable_passed_as_scalar_is_checked_against_the_shape(tensors_fi
     with _on_cuda(a, b):
         assert checker(call(10))[func.params[2 if tensors_first else 0]] == 10
         assert _message(lambda *xs: checker(xs), *call(12)) == want
+
+
+def test_entry_and_compute_are_compiled_apart():
+    """The packed entry (the argument checks) is marked ``KILN_ENTRY`` (GCC: -O1) and the
+    compute function ``KILN_COMPUTE`` (never inlined into it), so the compute function keeps
+    the command line's optimization level."""
+    from kiln.runtime import compiler
+
+    s, args = _func()
+    src = kiln.build(s, args, target="c", name="f").get_source()
+    assert "KILN_COMPUTE\nstatic int32_t f_compute(" in src
+    assert "KILN_ENTRY\nKILN_DLL int32_t f(" in src
+    if compiler._is_gcc(compiler.compiler_command()):
+        assert "\nf_compute:" in compiler.compile_asm(src)  # a function of its own

@@ -63,7 +63,7 @@ def test_unpacked_dense_runs_in_row_blocks():
         lib = relay.build(mod, target="llvm", params=params)
     # the dense groups run in blocks of 64 and 8 rows, then single rows (75 = 64 + 8 + 3)
     dense = [st["rows"] for st in lib.plan["steps"] if "dense" in st["func"]]
-    assert [[r for r, _ in d["kernels"]] for d in dense] == [[64, 8, 1], [64, 8, 1]]
+    assert [[k[0] for k in d["kernels"]] for d in dense] == [[64, 8, 1], [64, 8, 1]]
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
     _check(gm, m, "x", [(7, 8), (75, 8)])
 

@@ -141,3 +141,12 @@ def test_fingerprint_tells_plain_data_apart():
     assert fingerprint(True) != fingerprint(1)
     with pytest.raises(NotPlainData):
         fingerprint({"pass": print})
+
+
+def test_records_tell_the_lowering_cpu_seconds(cache):
+    import json
+
+    build_and_run(residual_block(), _feed())
+    infos = [json.loads(p.read_text())["info"] for p in cache.glob("*.json")]
+    kernels = [i for i in infos if "symbol" in i]
+    assert kernels and all(i["lower_seconds"] >= 0 for i in kernels)

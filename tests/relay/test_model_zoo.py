@@ -13,10 +13,11 @@ from kiln.relay.testing import compare  # noqa: E402
 
 from .models import build_and_run  # noqa: E402
 
-#: small configurations: the full graphs' operators with few, narrow layers
+#: small configurations: the full graphs' operators with few, narrow layers (the
+#: transformers' are test_head_layout's, so a session compiles their kernels once)
 SMALL = {
-    "bert_encoder": dict(seq=8, layers=2, hidden=32, heads=2, ffn=64, vocab=50),
-    "vit": dict(hw=16, patch=8, layers=2, hidden=32, heads=2, ffn=64, classes=10),
+    "bert_encoder": dict(batch=2, seq=16, layers=2, hidden=64, heads=2, ffn=128, vocab=50),
+    "vit": dict(hw=32, patch=8, layers=2, hidden=64, heads=2, ffn=128, classes=10),
     "resnet50": dict(hw=32, classes=10),
 }
 

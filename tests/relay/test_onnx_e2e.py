@@ -114,7 +114,7 @@ def test_export_and_load_in_fresh_process(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("builder", ["resnet18", "mobilenet_v2"])
 def test_small_networks_match_onnxruntime(builder):
-    """ResNet-18 and a MobileNetV2-style network (depthwise convs) at 64x64 input."""
+    """ResNet-18 (32x32 input) and a MobileNetV2-style network (depthwise convs, 64x64)."""
     m = getattr(models, builder)()
     lib = _compile(m)
     assert ("depthwise_conv2d_NCHWc + add + clip" in lib.summary) == (builder == "mobilenet_v2")

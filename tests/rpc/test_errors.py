@@ -143,6 +143,16 @@ def test_server_survives_crashing_clients(server, vadd_tar):
     assert server.num_sessions == 0
 
 
+def test_a_bad_free_field_is_an_error_of_the_request_not_of_the_session(remote):
+    """A request whose ``free`` field is not a list of handles gets an error reply; the
+    session process lives on (it used to die, so the client had to start a new session)."""
+    a = tvm.nd.array(np.arange(3, dtype="int32"), remote.cpu())
+    for free in (None, True, 7, [[1, 0]], [{"nd": 1}], ["x"]):
+        with pytest.raises(rpc.RemoteError, match="bad 'free' field"):
+            remote._request({"op": "listdir", "free": free})
+    assert a.numpy().tolist() == [0, 1, 2]
+
+
 def test_a_silent_server_times_out():
     """A peer that accepts and never answers: the client's timeout, not a hang."""
     with socket.socket() as lst:

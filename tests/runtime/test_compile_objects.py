@@ -119,3 +119,15 @@ def test_precompiled_header_only_for_sources_that_start_with_it(tmp_path, monkey
     assert compiler.precompiled_runtime_header(compiler.compiler_command(),
                                                ["-O3", "-c"]) == header
     assert Path(header).read_text() == runtime_header()
+
+
+def test_object_argv_is_what_compile_object_runs(tmp_path, monkeypatch):
+    """``object_argv`` (for timing a kernel's compilation alone) is the command line of
+    :func:`compile_object`, the output and source aside."""
+    argvs = []
+    run = compiler._run
+    monkeypatch.setattr(compiler, "_run", lambda cmd, args: argvs.append([*cmd, *args])
+                        or run(cmd, args))
+    _objects(tmp_path, monkeypatch)
+    compiled = [a for a in argvs if "-c" in a and a[-1].endswith(".c")]
+    assert compiled and all(a[:a.index("-o")] == compiler.object_argv() for a in compiled)

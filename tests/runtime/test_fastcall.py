@@ -115,3 +115,19 @@ def test_env_disables_fast_path(monkeypatch):
         fastcall.use_backend("auto")
     if fastcall.load_extension() is not None:
         assert fastcall.backend() == "c"
+
+
+def test_bound_call(backend, test_module):
+    """``PackedFunc.bind``: the arguments packed once, the call repeated (a graph module's
+    kernel calls); the compiled checks still run at each call."""
+    a = nd.array(np.arange(4, dtype="float32"))
+    b = nd.array(np.ones(4, "float32"))
+    c = nd.empty((4,), "float32")
+    call = test_module[test_module.entry_name].bind(a, b, c)
+    call()
+    np.testing.assert_array_equal(c.numpy(), [1, 2, 3, 4])
+    b.copyfrom(np.full(4, 2, "float32"))
+    call()
+    np.testing.assert_array_equal(c.numpy(), [2, 3, 4, 5])
+    with pytest.raises(TVMError):
+        test_module[test_module.entry_name].bind(a, b, nd.empty((3,), "float32"))()

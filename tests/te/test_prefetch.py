@@ -1,7 +1,8 @@
 """``s[T].prefetch(tensor, var, offset)``: the ``prefetch_scope`` attribute in the loop nest, the
 ``inject_prefetch`` pass's ``prefetch`` calls (one per cache line of the region iteration
 ``var + offset`` reads), ``__builtin_prefetch`` in C, nothing in CUDA, the primitive's errors,
-and the same results with and without prefetch."""
+and the same results with and without prefetch; what a loop prefetches after the schedule
+changed what it reads (cache_read copies, inlined stages, hybrid stages) and the refusals."""
 
 from __future__ import annotations
 
@@ -167,3 +168,110 @@ def test_cuda_prefetch_on_gpu():
     s, args, inputs, want = _gpu_row_sum()
     _, out = run_on_gpu(s, args, inputs)
     np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+# ---- what the loop reads: hybrid stages, cache_read copies, inlined stages ---------------------
+@te.hybrid.script
+def _hybrid_row_sum(a):
+    c = output_tensor((a.shape[0],), "float32")  # noqa: F821
+    for i in range(a.shape[0]):
+        c[i] = 0.0
+        for k in range(a.shape[1]):
+            c[i] = c[i] + a[i, k]
+    return c
+
+
+def test_hybrid_stage_is_prefetched_and_results_hold():
+    """A hybrid function's loop gets its prefetch too (8 lines of the next row of 128)."""
+    A = te.placeholder((64, 128), name="A")
+    C = _hybrid_row_sum(A)
+    s = te.create_schedule(C.op)
+    s[C].prefetch(A, C.op.axis[0], 1)
+    text = _lowered(s, [A, C])
+    assert "if ((i < 63)) {" in text and "for (prefetch.A.1, 0, 8) {" in text
+    f = kiln.build(s, [A, C], "llvm")
+    assert "__builtin_prefetch(" in f.get_source()
+    a = np.random.default_rng(2).random((64, 128), dtype="float32")
+    c = kiln.nd.empty((64,))
+    f(kiln.nd.array(a), c)
+    np.testing.assert_allclose(c.numpy(), a.sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("prefetch_first", [True, False])
+def test_cache_read_copy_at_root_is_prefetched(prefetch_first):
+    """After (or before) ``cache_read`` of the named tensor, the stage reads the copy: the
+    copy is prefetched."""
+    A, C, s, ko = _row_sum()
+    if prefetch_first:
+        s[C].prefetch(A, ko, 1)
+    s.cache_read(A, "global", [C])
+    if not prefetch_first:
+        s[C].prefetch(A, ko, 1)
+    text = _lowered(s, [A, C])
+    assert "prefetch(tvm_address_of(A.global[(((i*112) + (k.outer*16)) + 16)]), 0, 3, 1)" in text
+
+
+@pytest.mark.parametrize("named", ["A", "A.local"])
+def test_copy_computed_inside_the_loop_prefetches_its_source(named):
+    """The copy is written in the loop's body: the tensor it reads there is prefetched, the
+    original or the copy named."""
+    A, C, s, ko = _row_sum()
+    AL = s.cache_read(A, "local", [C])
+    s[AL].compute_at(s[C], ko)
+    s[C].prefetch(A if named == "A" else AL, ko, 1)
+    text = _lowered(s, [A, C])
+    assert "prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)]), 0, 3, 1)" in text
+
+
+def test_tensor_read_through_an_inlined_stage():
+    A, _, _, _ = _row_sum()
+    k = te.reduce_axis((0, 112), name="k")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((128,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    ko, _ = s[C].split(k, factor=16)
+    s[B].compute_inline()
+    s[C].prefetch(A, ko, 1)
+    assert "prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)])" in _lowered(s, [A, C])
+
+
+def test_inlined_tensor_is_refused_at_lowering():
+    A, _, _, _ = _row_sum()
+    k = te.reduce_axis((0, 112), name="k")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((128,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    ko, _ = s[C].split(k, factor=16)
+    s[C].prefetch(B, ko, 1)
+    s[B].compute_inline()
+    with pytest.raises(ScheduleError, match=r"prefetch of 'B' on stage 'C', loop 'k.outer': "
+                                            r"'B' is computed inline.*the loop reads A"):
+        kiln.lower(s, [A, C])
+
+
+def test_tensor_read_only_outside_the_loop_is_refused_at_lowering():
+    """``B`` reads ``A`` at loop ``i``, outside ``k.outer``: that loop's body reads only
+    ``B``."""
+    A = te.placeholder((128, 112), name="A")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2, name="B")
+    k = te.reduce_axis((0, 112), name="k")
+    C = te.compute((128,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    ko, _ = s[C].split(k, factor=16)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].prefetch(A, ko, 1)
+    with pytest.raises(ScheduleError, match=r"loop 'k.outer': the loop's body does not read "
+                                            r"'A' or a copy of it \(cache_read\); it reads B"):
+        kiln.lower(s, [A, C])
+
+
+def test_scan_stage_refuses_prefetch():
+    m, n = 8, 16
+    X = te.placeholder((m, n), name="X")
+    state = te.placeholder((m, n), name="state")
+    init = te.compute((1, n), lambda _, i: X[0, i], name="init")
+    update = te.compute((m, n), lambda t, i: state[t - 1, i] + X[t, i], name="update")
+    scan = te.scan(init, update, state, inputs=[X])
+    s = te.create_schedule(scan.op)
+    with pytest.raises(ScheduleError, match="prefetch: stage 'scan' is a te.scan"):
+        s[scan].prefetch(X, scan.op.scan_axis, 1)

@@ -179,6 +179,53 @@ def test_conv2d_NCHWc_batch_joins_the_parallel_loop(par, loops):  # noqa: N802
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c, h, f, k, s, p", [(32, 7, 64, 3, 1, 1), (32, 14, 32, 3, 1, 1),
+                                              (32, 10, 64, 1, 2, 0), (32, 9, 32, 3, 2, 1)])
+def test_conv2d_NCHWc_input_channels_outermost(c, h, f, k, s, p):  # noqa: N802
+    """``icc_outer``: a block of output channels accumulated over the whole image, one
+    input-channel block at a time (each block's weights serve every row while in L1), then
+    the epilogue; the same results as the tile-by-tile order."""
+    X = te.placeholder((1, c // 16, h, h, 16), name="X")
+    W = te.placeholder((f // 16, c // 16, k, k, 16, 16), name="W")
+    B = te.placeholder((f // 16, 1, 1, 16), name="B")
+    Y = topi.nn.relu(topi.add(topi.nn.conv2d_NCHWc(X, W, s, p, 1), B))
+    x, wt, b = randn((1, c, h, h), 24), randn((f, c, k, k), 25), randn((f // 16, 1, 1, 16), 26)
+
+    def sched(outs):
+        s = te.create_schedule([t.op for t in outs])
+        conv = outs[0].op.input_tensors[0].op.input_tensors[0].op
+        plan = {**topi.x86.conv2d.nchwc_plan(conv), "par": "oc", "icc_outer": True}
+        topi.x86.conv2d.schedule_conv_nchwc_block(s, outs, conv, plan)
+        text = str(kiln.lower(s, [X, W, B, *outs], simple_mode=True))
+        assert text.index("for (icc, ") < text.index("for (oh, ")
+        return s
+
+    expected = np.maximum(ref.pack_nchwc(ref.conv2d_nchw(x, wt, s, p, 1), 16) + b, 0)
+    (got,) = run(sched, Y, [X, W, B], [ref.pack_nchwc(x, 16), ref.pack_kernel(wt, 16, 16), b])
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_nchwc_plan_input_channels_outermost(monkeypatch):
+    """On AVX-512 a batch-1 convolution with a 3x3 window whose channel blocks run in
+    parallel (big weights) takes ``icc_outer``; a 1x1 window, rows in parallel, a batch of 2,
+    or AVX2 do not."""
+    monkeypatch.setattr(topi.x86.conv2d, "num_threads", lambda: 2)
+    plan = topi.x86.conv2d.nchwc_plan
+
+    def conv(n, h, k=3):
+        X = te.placeholder((n, 16, h, h, 16), name="X")
+        return topi.nn.conv2d_NCHWc(X, te.placeholder((64, 16, k, k, 16, 16), name="W"),
+                                    1, k // 2, 1).op
+
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "64")
+    assert plan(conv(1, 7))["icc_outer"] and plan(conv(1, 7))["par"] == "oc"
+    assert not plan(conv(1, 7, k=1))["icc_outer"]  # 1 MB of 1x1 weights
+    assert not plan(conv(2, 7))["icc_outer"]
+    assert not plan(conv(1, 112))["icc_outer"]  # 12.8 MB of input: rows in parallel
+    monkeypatch.setenv("KILN_VECTOR_BYTES", "32")
+    assert not plan(conv(1, 7))["icc_outer"]
+
+
 def test_nchwc_plan_fits_the_vector_registers(monkeypatch):
     """AVX-512 (32 registers): 8 pixels x 2 channel blocks, input channels unrolled by 2;
     AVX2 (16 registers): 7 pixels x 2 blocks, pixels outermost in the tile, or (odd channel

@@ -118,15 +118,36 @@ def test_symbolic_block_is_guard_free_in_one_parallel_loop():
 
 
 def test_symbolic_scores_have_no_dead_copy_of_the_block():
-    """``q kᵀ / 8`` over a symbolic sequence length: four copies of the register block (full
-    or tail rows by full or tail columns) and no test left but the parallel loop's branch;
-    a tail past a cut keeps no guarded copy of the block that could never run (issue 19:
-    they were a fifth of the lowered code and of its compile time)."""
+    """``q kᵀ / 8`` over a symbolic sequence length: the register block for full rows and for
+    the tail rows, each with full columns and with the column tail compiled once per
+    number of whole vectors it holds (0, 1 or 2: ``specialize_remainder``), and no test
+    left but the parallel loop's branch and those cases; a tail past a cut keeps no
+    guarded copy of the block (issue 19: they were a fifth of the lowered code and of its
+    compile time)."""
     s = te.var("s")
     A, B, out, sched = _product(None, s, 16, s, scale=True)
     text = str(kiln.lower(sched([out]), [A, B, out]))
-    assert text.count("for (k, ") == 4
+    assert text.count("for (k, ") == 2 * (1 + 3)
     assert text.count("likely(") == 1
+    assert text.count(" == 0))") == text.count(" == 1))") == 2  # the cases, per row branch
+
+
+@pytest.mark.slow  # builds the 8 copies of the block (3-5 s)
+def test_symbolic_context_row_tail_is_compiled_per_rows_left():
+    """``p v`` over a symbolic sequence length (64 columns, a constant): the tail rows'
+    block is compiled once per number of rows left (``specialize_remainder``), so no block
+    loops over a run-time row count; exact at every count of rows left."""
+    s = te.var("s")
+    A, B, out, sched = _product(None, s, s, 64)
+    text = str(kiln.lower(sched([out]), [A, B, out]))
+    mb, _ = gemm_block("float32")
+    assert text.count("for (k, ") == mb  # the full block's and one per rows left
+    assert f"0, min((s - (i0.outer*{mb})), {mb}))" not in text
+    mod = kiln.build(sched([out]), [A, B, out])
+    for size in range(2 * mb + 1):
+        a, b = randn((size, size), size), randn((size, 64), size + 1)
+        np.testing.assert_allclose(_run(mod, a, b, (size, 64)), _reference(a, b, False, False),
+                                   rtol=1e-4, atol=1e-4, err_msg=f"s = {size}")
 
 
 @pytest.mark.slow  # the column tail's copies of the block take 2-5 s to compile
@@ -134,16 +155,17 @@ def test_symbolic_scores_column_tail_is_a_masked_vector():
     """``q kᵀ / 8`` over a symbolic sequence length: the block's columns past the last whole
     vector are one vector whose loads and stores are masked (``tail="predicate"`` in C), so
     no scalar loop over a run-time column count is left, and the product is exact at 0, 1,
-    around the vector width and at 7, 64 and 500 columns."""
+    around the vector width and at 7, 64 and 500 columns. The kernel of
+    test_symbolic_sequence_length_one_build_every_size's scores: compiled once a session."""
     s = te.var("s")
-    A, B, out, sched = _product(None, s, 64, s, scale=True)
+    A, B, out, sched = _product(None, s, 16, s, scale=True)
     mod = kiln.build(sched([out]), [A, B, out])
     src = mod.get_source()
     assert "kiln_mask_load_float" in src and "kiln_mask_store_float" in src
     assert "j_inner_inner" not in src and "i1_inner_inner_inner" not in src
     width = gemm_block("float32")[1] // 2
     for size in sorted({0, 1, 2, width - 1, width, width + 1, 7, 64, 500}):
-        a, b = randn((size, 64), size), randn((64, size), size + 1)
+        a, b = randn((size, 16), size), randn((16, size), size + 1)
         np.testing.assert_allclose(_run(mod, a, b, (size, size)), _reference(a, b, False, False)
                                    / 8.0, rtol=1e-4, atol=1e-4, err_msg=f"s = {size}")
 

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kiln
 from kiln import te, topi
@@ -84,15 +86,51 @@ def test_dense_pack_static_rows(m, k, n):
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
-def test_dense_pack_symbolic_rows_one_kernel():
-    k, n = 20, 40
+@pytest.fixture(scope="module", params=[
+    (16, 64),  # whole panels
+    # units below a panel: a crop stage stores the block (its build 2-5 s)
+    pytest.param((20, 40), marks=pytest.mark.slow),
+])
+def symbolic_kernel(request):
+    """The packed dense over a symbolic row count ``m`` and ``(k, n)``, built once:
+    ``(f, args, nb, k, n)``."""
+    k, n = request.param
     A, W, B, Y, nb = _packed(n, k)
-    f = kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, B, Y])
+    return kiln.build(topi.x86.schedule_dense_pack(Y), [A, W, B, Y]), [A, W, B, Y], nb, k, n
+
+
+def _check_rows(symbolic_kernel, m: int) -> None:
+    f, args, nb, k, n = symbolic_kernel
+    got, want = _run(f, args, m, k, n, nb, seed=m)
+    assert got.shape == (m, n)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=f"m = {m}")
+
+
+def test_dense_pack_symbolic_rows_one_kernel(symbolic_kernel):
+    """Every number of rows left in the last block (0 to 7 with 6-row blocks, 2 to 5 of
+    them for 8-row blocks), and the sequence lengths of the dynamic benchmarks."""
+    for m in (0, 1, 2, 3, 4, 5, 6, 7, 8, 13, 64, 500):
+        _check_rows(symbolic_kernel, m)
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(0, 300))
+def test_dense_pack_symbolic_rows_any_count(symbolic_kernel, m):
+    _check_rows(symbolic_kernel, m)
+
+
+@pytest.mark.parametrize("n", [64, 256])  # row blocks in parallel; column panels
+def test_symbolic_tail_block_is_a_micro_kernel_per_rows_left(n):
+    """The last block of a symbolic row count is compiled once per number of rows left
+    (``specialize_remainder``): no block loops over a run-time row count nor computes a
+    row twice, and the full blocks are as before."""
+    A, W, B, Y, nb = _packed(n, 64)
+    text = str(kiln.lower(topi.x86.schedule_dense_pack(Y), [A, W, B, Y]))
     mb = packed_dense.dense_pack_rows(nb)
-    for m in (0, 1, mb - 1, mb, mb + 1, 5 * mb + 3):
-        got, want = _run(f, [A, W, B, Y], m, k, n, nb, seed=m)
-        assert got.shape == (m, n)
-        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    assert text.count("for (k, ") == mb  # the full block's and one per rows left
+    for rows in range(1, mb + 1):
+        assert f"unrolled (i, 0, {rows})" in text
+    assert "0, (m - " not in text and "min(" not in text  # no run-time row loop, no clamp
 
 
 def test_epilogue_is_computed_from_the_register_block():

@@ -78,6 +78,36 @@ def test_symbolic_softmax_matches_numpy_at_every_edge_size(scores_softmax):
     _check_edge_sizes(scores_softmax[1], special.softmax)
 
 
+@pytest.fixture(scope="module")
+def attention_softmax():
+    """fast_softmax over attention's scores ``[heads * seq, seq]``, rows and row length two
+    symbolic dimensions (one build)."""
+    rows, n = te.var("rows"), te.var("n")
+    X = te.placeholder((rows, n), name="X")
+    Y = topi.nn.fast_softmax(X, -1)
+    return _build(Y, [X, Y])[1]
+
+
+@pytest.mark.parametrize("seq", [1, 2, 7, 15, 16, 17, 64, 500])
+def test_symbolic_softmax_over_heads_times_seq_rows(attention_softmax, seq):
+    """Two heads of scores: ``2 * seq`` rows of ``seq`` columns, the row tails (7 of 16
+    lanes at seq 7) included."""
+    x = _scores(seq, seq)
+    x = np.concatenate([x, x[::-1] * 0.5])
+    np.testing.assert_allclose(_call(attention_softmax, [x], x.shape),
+                               _reference(special.softmax, x), rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_softmax_exponentials_tail_is_one_masked_vector(attention_softmax):
+    """The exponentials past a row's last whole vector are one masked vector (fast_exp's
+    ``reinterpret`` computed in every lane, stored in those below the row's length), not a
+    scalar loop, so a row of 7 columns is vector code."""
+    src = attention_softmax.get_source()
+    w = lanes("float32")
+    assert f"kiln_mask_store_float32x{w}(T_softmax_exp + " in src
+    assert "expf(" not in src
+
+
 def test_symbolic_log_softmax_matches_numpy_at_every_edge_size():
     n = te.var("n")
     X = te.placeholder((n, n), name="X")

@@ -38,6 +38,7 @@ from .onnx_check import (
     load,
     scalar,
 )
+from .onnx_logical import LogicalConverters
 from .onnx_qnn import QuantizedConverters
 
 __all__ = ["from_onnx", "OnnxImportError", "OpNotImplemented"]
@@ -150,7 +151,7 @@ _FOLD = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
 _F32 = np.finfo(np.float32)
 
 
-class _Converter(QuantizedConverters):
+class _Converter(QuantizedConverters, LogicalConverters):
     def __init__(self, opset: int) -> None:
         self.opset = opset
         self.values: dict[str, Node] = {}

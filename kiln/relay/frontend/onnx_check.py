@@ -50,16 +50,20 @@ MIN_OPSET = 7
 
 #: dtypes of the tensors kiln's data-movement kernels (reshape, transpose, concat, slice)
 #: take; every other operator computes in float32 only
-DATA_DTYPES = ("float32", "float64", "float16", "int64", "int32", "uint8")
+DATA_DTYPES = ("float32", "float64", "float16", "int64", "int32", "uint8", "bool")
 
-#: ONNX operators whose computed operands may have any of :data:`DATA_DTYPES` (``None``: any
+#: ONNX operators and the dtypes of their computed operands kiln compiles (``None``: any
 #: dtype, the operator only passes its input on or reads its shape)
 _OPERAND_DTYPES: dict[str, tuple[str, ...] | None] = {
     "Reshape": DATA_DTYPES, "Flatten": DATA_DTYPES, "Transpose": DATA_DTYPES,
     "Concat": DATA_DTYPES, "Slice": DATA_DTYPES, "Squeeze": DATA_DTYPES,
     "Unsqueeze": DATA_DTYPES, "Identity": None, "Dropout": None, "Shape": None, "Cast": None,
     "Expand": DATA_DTYPES, "Split": DATA_DTYPES, "Gather": DATA_DTYPES, "Equal": DATA_DTYPES,
-    "Where": DATA_DTYPES + ("bool",),
+    "Where": DATA_DTYPES,
+    **dict.fromkeys(("And", "Or", "Xor", "Not"), ("bool",)),
+    **dict.fromkeys(("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"),
+                    ("int64", "int32", "uint8")),
+    "BitShift": ("uint8",),
     "DequantizeLinear": ("int8", "uint8", "int32"), "QLinearConv": ("int8", "uint8"),
     "QLinearMatMul": ("int8", "uint8"),
 }

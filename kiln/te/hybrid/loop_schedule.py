@@ -13,7 +13,8 @@ and the loop annotations of its stage rewrite that body directly, as TVM's
 - reorder: loop headers are permuted in place, which needs the reordered loops perfectly
   nested (a split's guard between them breaks that: split by a dividing factor);
 - parallel / vectorize / unroll set the loop's kind, ``bind`` makes it a ``thread_extent``
-  attribute, pragmas wrap the loop in ``pragma_<key>`` attributes.
+  attribute, pragmas wrap the loop in ``pragma_<key>`` attributes, ``prefetch`` puts its
+  ``prefetch_scope`` attributes at the top of the loop's body (kiln/te/prefetch.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kiln.ir.op import cast, floordiv, floormod
 from kiln.ir.stmt import AttrStmt, For, ForKind, IfThenElse, Stmt
 from kiln.tir.op import likely
 
+from ..prefetch import prefetch_scopes
 from ..relations import split_factor
 from ..schedule import Fuse, Split, Stage
 
@@ -197,12 +199,13 @@ def apply_loop_annotations(stage: Stage, ranges: dict[IterVar, Range], body: Stm
     attrs = {iv.var: (iv, attr) for iv, attr in stage.iter_var_attrs.items()}
     if not attrs:
         return body
-    return _Annotator(attrs).visit(body)
+    return _Annotator(stage, attrs).visit(body)
 
 
 class _Annotator(Mutator):
-    def __init__(self, attrs: dict):
+    def __init__(self, stage: Stage, attrs: dict):
         super().__init__()
+        self.stage = stage
         self.attrs = attrs
 
     def visit_For(self, node: For):
@@ -216,7 +219,10 @@ class _Annotator(Mutator):
             body = substitute(node.body, {node.loop_var: _as_dtype(thread.var,
                                                                    node.loop_var.dtype)})
             return AttrStmt(thread, "thread_extent", node.extent, body)
-        loop: Stmt = rebuild(node, kind=_KIND[attr.kind]) if attr.kind else node
+        body = prefetch_scopes(self.stage, iv, node.body)
+        kind = _KIND[attr.kind] if attr.kind else node.kind
+        loop: Stmt = node if body is node.body and kind == node.kind else \
+            rebuild(node, kind=kind, body=body)
         for key, value in reversed(attr.pragmas):
             loop = AttrStmt(iv, "pragma_" + key, value, loop)
         return loop

@@ -87,24 +87,28 @@ def to_float32(bits) -> tir.PrimExpr:
 def round_to_bf16(value) -> tir.PrimExpr:
     """The bits (``uint16``) of the float32 ``value`` rounded to bf16, to nearest even (a
     NaN stays a quiet NaN): the runtime header's ``kiln_bf16_from_f32`` written lane-wise,
-    in integer arithmetic on the value's bits (``reinterpret``, divisions by powers of two,
-    a ``select``), so that ``vectorize`` turns a loop of roundings (a kernel's tail
-    writing bf16) into vector code rather than a call per element."""
+    in integer arithmetic on the value's bits (``reinterpret``, divisions by powers of two)
+    and a ``select`` of NaNs, so that ``vectorize`` turns a loop of roundings (a kernel's
+    tail writing bf16) into vector code rather than a call per element.
+
+    A NaN is found by ``value != value`` (one float comparison) and quieted by the float
+    sum ``value + value`` (x86 returns a NaN operand with its quiet bit set, its sign and
+    payload kept: the high half of the sum is the NaN's bf16 bits with bit 6 set); the other
+    lanes take the integer rounding. Tested in integer arithmetic on the bits instead (three
+    signed comparisons, the quiet bit set by differences of quotients: 18 instead of 12
+    vector instructions per 16 lanes), a depthwise convolution writing bf16 in its tail
+    took 1.4-1.6x the time of the same kernel writing float32, against 1.2-1.3x now
+    (MobileNetV2's 28x28 and 14x14 layers, one thread)."""
     u = tir.reinterpret("uint32", value)
 
     def c(v: int) -> tir.PrimExpr:
         return tir.const(v, "uint32")
 
-    def bit(x: tir.PrimExpr, k: int) -> tir.PrimExpr:  # bit k of x
-        return tir.truncdiv(x, c(1 << k)) - tir.truncdiv(x, c(2 << k)) * c(2)
-
     high = tir.truncdiv(u, c(1 << 16))
-    rounded = tir.truncdiv(u + c(0x7FFF) + bit(u, 16), c(1 << 16))
-    quiet = high + c(0x40) - bit(high, 6) * c(0x40)
-    bits = tir.reinterpret("int32", value)  # NaN: above +infinity's bits, or -infinity's
-    nan = tir.any(bits > tir.const(0x7F800000, "int32"),
-                  tir.all(bits > tir.const(-0x800000, "int32"), bits < tir.const(0, "int32")))
-    return tir.Select(nan, quiet, rounded).astype("uint16")
+    odd = high - tir.truncdiv(high, c(2)) * c(2)  # bit 16: ties go to the even neighbour
+    rounded = tir.truncdiv(u + c(0x7FFF) + odd, c(1 << 16))
+    quiet = tir.truncdiv(tir.reinterpret("uint32", value + value), c(1 << 16))
+    return tir.Select(value != value, quiet, rounded).astype("uint16")
 
 
 def uses_amx(cpu: CPUInfo | None = None) -> bool:

@@ -123,8 +123,9 @@ WEIGHTS_L2 = 256 * 1024
 def nchwc_plan(conv) -> dict:
     """Tile sizes of a packed convolution: ``rw`` output pixels x ``vo`` output-channel
     blocks accumulated in vector registers, the input-channel unrolling ``ku``, the loop
-    order inside the tile (``pixels_outer``), and the outer axis (``"oc"`` or ``"y"``) that
-    runs in parallel.
+    order inside the tile (``pixels_outer``), the outer axis (``"oc"`` or ``"y"``) that
+    runs in parallel, and whether the input channels run outside the rows
+    (``icc_outer``).
 
     With 32 vector registers (AVX-512): up to 8 pixels x 2 channel blocks (14-16
     independent FMA chains; per input channel 2 weight vectors and ``rw`` broadcasts feed
@@ -151,6 +152,19 @@ def nchwc_plan(conv) -> dict:
     bigger than one image's input) and they share out evenly between the threads, else rows
     (ResNet-18's 64@56² -> 128 stride-2 layer, 295 KB of weights and 861 KB of input: rows
     measured 0.91x the time).
+
+    ``icc_outer`` (AVX-512, batch 1, channel blocks in parallel): a block of ``vo`` channel
+    blocks is accumulated over the whole image in a local buffer (``vo x OH x OW`` vectors,
+    6-25 KB at 7² and 14²), one input-channel block at a time, and the epilogue runs after
+    it: each input-channel block's weights (18 KB for a 3x3 at ``vo = 2``) are read from
+    memory once and serve every row from L1, instead of the whole ``vo`` blocks' weights
+    (up to 590 KB) being read again for each row of register tiles. These layers' weights
+    come from memory once per inference (ResNet-50's 7² and 14² stages); the register tile
+    and the reduction inside it are unchanged (whole models, 2 threads, medians: ResNet-18
+    ~0.975x, ResNet-50 1.00x; docs/performance.md). Windows larger than 1x1 only: a 1x1
+    convolution's input-channel block is only 16 x ``vo`` x ``rw`` FMAs between the loads and
+    stores of the accumulators (alone, 1 thread, weights not in cache: 0.75-1.05x the time;
+    on ResNet-50 0.93-1.08x in two runs).
 
     Depthwise: up to 14 pixels x 1 block (on AVX2 8 on rows wider than 14: 0.7x the time
     of 14 on MobileNetV2's 28x28 to 112x112 layers), rows outermost, and the (branch-free,
@@ -185,7 +199,9 @@ def nchwc_plan(conv) -> dict:
         par = "oc"
     else:
         par = "y" if (oh >= n_oc or oh >= 2 * nt) else "oc"
-    return {"rw": rw, "vo": vo, "par": par, "ku": ku, "pixels_outer": pixels_outer}
+    window = get_const_tuple(kernel.shape)[2] * get_const_tuple(kernel.shape)[3]
+    return {"rw": rw, "vo": vo, "par": par, "ku": ku, "pixels_outer": pixels_outer,
+            "icc_outer": wide and par == "oc" and _batch(data) == 1 and window > 1}
 
 
 def batch_outer_axes(n, oco, y, par: str, n_batch: int | None) -> tuple[list, list]:
@@ -217,15 +233,21 @@ def schedule_conv_nchwc_block(s, outs, conv, plan=None) -> None:
     if vec:
         out_st.vectorize(ob)
     cs = s[inner]
-    cs.compute_at(out_st, xo)
     ni, oci2, yi, xi2, obi = cs.op.axis
     reds = list(cs.op.reduce_axis)
     ku = plan.get("ku", 1)
     if ku > 1:
         ro, ri = cs.split(reds[-1], factor=ku)
         reds = reds[:-1] + [ro, ri]
+    if plan.get("icc_outer") and par[0] is oco and len(par) == 1:  # icc outermost
+        cs.compute_at(out_st, oco)
+        xo2, xi2 = cs.split(xi2, factor=rw)
+        loops = [ni, reds[0], yi, xo2, *reds[1:]]
+    else:  # one register tile of pixels
+        cs.compute_at(out_st, xo)
+        loops = [ni, yi, *reds]
     tile = [xi2, oci2] if plan.get("pixels_outer") else [oci2, xi2]
-    cs.reorder(ni, yi, *reds, *tile, obi)
+    cs.reorder(*loops, *tile, obi)
     if ku > 1:
         cs.unroll(reds[-1])
     cs.unroll(oci2)

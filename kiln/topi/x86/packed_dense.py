@@ -17,10 +17,11 @@ relu, GELU's ``erf``, a residual add) is computed from the accumulators, once pe
 The column panels run in parallel (each thread streams only its own panels' weights, which
 stay in L2 while every row block passes over them), or the row blocks when there are too
 few panels for the threads. The row count may be symbolic (a sequence length known at run
-time): :func:`dense_pack` computes whole blocks of ``mb`` rows, the last one reading row
-``M - 1`` again for the rows past ``M`` (a clamped index, no test in the loops), and only
-the first ``M`` rows are stored, so one call covers any number of rows (0 included) at
-the speed of full blocks.
+time): one call covers any number of rows (0 included) in whole blocks of ``mb`` rows and
+one block of the ``r = M mod mb`` rows left, which the pragma ``specialize_remainder``
+(``kiln.tir.specialize_remainder``) compiles once per value of ``r``: a micro-kernel of
+exactly ``r`` rows whose accumulators stay in registers, chosen at run time, so no row is
+computed twice and no block loops over a run-time row count.
 
 Attention's head layouts (:class:`HeadLayout`) are read and written in place: with
 ``data_layout`` the data is a 4-D tensor of heads (the attention result ``[B, H, S, D]``)
@@ -42,6 +43,7 @@ import numpy as np
 
 from kiln import te
 from kiln.ir import dtype as dt
+from kiln.tir.specialize_remainder import PRAGMA
 
 from .. import tag
 from ..nn.conv2d import _cast
@@ -176,10 +178,11 @@ def dense_pack(data, packed_weight, bias=None, out_dtype=None, units=None,
 
     The product (tag ``"dense_pack"``) is computed over whole panels of columns and whole
     register blocks of rows (:func:`dense_pack_rows`; ``M`` itself when it is a constant
-    they divide or a constant below one block): rows past ``M`` read row ``M - 1`` of
-    ``data`` and columns past ``N`` the zeros of the last panel, so no block needs a test;
-    the bias add is a ``"broadcast"`` stage and an injective stage takes the first
-    ``M x N`` (or stores them in ``out_layout``)."""
+    they divide, a constant below one block, or symbolic: the schedule's tail block then
+    has the rows left): rows past a constant ``M`` read row ``M - 1`` of ``data`` and
+    columns past ``N`` the zeros of the last panel, so no block needs a test; the bias
+    add is a ``"broadcast"`` stage and an injective stage takes the first ``M x N`` (or
+    stores them in ``out_layout``)."""
     data_layout, out_layout = HeadLayout.of(data_layout), HeadLayout.of(out_layout)
     if packed_weight.ndim != 3 or data.ndim != (4 if data_layout else 2):
         raise ValueError("dense_pack: data must be 2-D (4-D in a head layout) and the packed "
@@ -219,12 +222,13 @@ def dense_pack(data, packed_weight, bias=None, out_dtype=None, units=None,
 
 def _padded_rows(m, mb: int, out_layout: HeadLayout | None):
     """The rows the product computes: ``m`` when whole register blocks cover it (a constant
-    ``m`` that ``mb`` divides or below ``mb``), else up to the last block the stores reach
-    (with ``out_layout``, blocks of each batch's sequence)."""
+    ``m`` that ``mb`` divides or below ``mb``) or it is symbolic (its last block has the
+    rows left: :func:`schedule_dense_pack_block`), else up to the last block the stores
+    reach (with ``out_layout``, blocks of each batch's sequence)."""
     if out_layout:
         b, s, _, _ = out_layout.split
         return m if s % mb == 0 else (b - 1) * s + -(-s // mb) * mb
-    if is_const_int(m) and (get_const_int(m) % mb == 0 or get_const_int(m) < mb):
+    if not is_const_int(m) or get_const_int(m) % mb == 0 or get_const_int(m) < mb:
         return m
     return te.indexdiv(m + (mb - 1), mb) * mb
 
@@ -327,7 +331,8 @@ def _block_tiles(top: te.Stage, op, plan: dict) -> tuple:
     ``(outer loops, row loop of a tile, column loop of a tile)``, the outer ones panels
     first (``"columns"``) or row blocks first (``"rows"``). A head layout's loops are its
     batch, sequence, head and head column axes (rows: batch x sequence; columns: heads x
-    head columns)."""
+    head columns). A symbolic row count's blocks carry the pragma ``specialize_remainder``:
+    its tail block is compiled once per number of rows left (module docstring)."""
     mb, nb = plan["mb"], plan["nb"]
     layout = HeadLayout.of(op.attrs.get("out_layout")) if top.op is not op else None
     if layout is None:
@@ -335,6 +340,8 @@ def _block_tiles(top: te.Stage, op, plan: dict) -> tuple:
         io, ii = top.split(i, factor=mb)
         jo, ji = top.split(j, factor=nb)
         outer = [jo, io] if plan["parallel"] == "columns" else [io, jo]
+        if not is_const_int(i.dom.extent):
+            top.pragma(io, PRAGMA, mb)
     else:
         b, si, h, d = layout.split_index(top.op.axis)
         io, ii = top.split(si, factor=mb)
