@@ -25,32 +25,25 @@ def _elementwise(op: str, xs: list[Node], name: str) -> Node:
     return call(op, xs, name=name)
 
 
+def _converter(op: str):
+    """The converter of an ONNX operator that is relay's elementwise ``op``."""
+    def convert(self, xs, at, name):
+        return _elementwise(op, xs, name)
+    convert.__doc__ = f"ONNX operator as relay's ``{op}``."
+    return convert
+
+
 class LogicalConverters:
     """Converters of the logical and bitwise ONNX operators (a mixin of the importer)."""
 
-    def And(self, xs, at, name):  # noqa: N802
-        return _elementwise("logical_and", xs, name)
-
-    def Or(self, xs, at, name):  # noqa: N802
-        return _elementwise("logical_or", xs, name)
-
-    def Xor(self, xs, at, name):  # noqa: N802
-        return _elementwise("logical_xor", xs, name)
-
-    def Not(self, xs, at, name):  # noqa: N802
-        return _elementwise("logical_not", xs, name)
-
-    def BitwiseAnd(self, xs, at, name):  # noqa: N802
-        return _elementwise("bitwise_and", xs, name)
-
-    def BitwiseOr(self, xs, at, name):  # noqa: N802
-        return _elementwise("bitwise_or", xs, name)
-
-    def BitwiseXor(self, xs, at, name):  # noqa: N802
-        return _elementwise("bitwise_xor", xs, name)
-
-    def BitwiseNot(self, xs, at, name):  # noqa: N802
-        return _elementwise("bitwise_not", xs, name)
+    And = _converter("logical_and")
+    Or = _converter("logical_or")
+    Xor = _converter("logical_xor")
+    Not = _converter("logical_not")
+    BitwiseAnd = _converter("bitwise_and")
+    BitwiseOr = _converter("bitwise_or")
+    BitwiseXor = _converter("bitwise_xor")
+    BitwiseNot = _converter("bitwise_not")
 
     def BitShift(self, xs, at, name):  # noqa: N802
         direction = at.get("direction", b"")
