@@ -14,6 +14,16 @@ when a workspace allocation fails)::
     if (B == NULL) kiln_alloc_failed(&kiln_af, "B", n, 4); else { ...; free(B); }
     ...
     if (kiln_af.failed) return kiln_alloc_error(&kiln_af);
+
+An allocation of symbolic size first tries a small buffer on the stack (``SMALL_BYTES``, the
+same in every thread that runs it): a run-time size that fits uses it and nothing is
+allocated or freed — a per-row scratch buffer inside a parallel loop of a kernel over a
+symbolic row length costs an ``aligned_alloc``/``free`` pair per block otherwise::
+
+    float B_small[8192] __attribute__((aligned(64)));
+    float* B = (n <= 8192) ? B_small : (float*)kiln_alloc(n, 4);
+    ...
+    if (B != B_small) free(B);
 """
 
 from __future__ import annotations
@@ -27,7 +37,10 @@ from .c_types import c_scalar
 if TYPE_CHECKING:
     from .codegen_c import CSourceWriter
 
-__all__ = ["ALLOC", "write_heap_allocate", "prologue", "epilogue"]
+__all__ = ["ALLOC", "SMALL_BYTES", "write_heap_allocate", "prologue", "epilogue"]
+
+#: bytes of the stack buffer an allocation of symbolic size tries first
+SMALL_BYTES = 32 * 1024
 
 _RECORD = "kiln_af"
 _HELPER_KEY = "kiln_alloc_failed"
@@ -62,22 +75,30 @@ static int32_t kiln_alloc_error(const KilnAllocFailure* af) {
 """
 
 
-def write_heap_allocate(w: CSourceWriter, s: Allocate, count: str, itemsize: int) -> None:
+def write_heap_allocate(w: CSourceWriter, s: Allocate, count: str, itemsize: int,
+                        small: bool = False) -> None:
     """Emit the heap allocation of ``s`` (``count`` elements, C text), its body, the body's
     guard against a NULL and the ``free``; marks the writer's function as needing the
-    failure record."""
+    failure record. ``small``: try a stack buffer of ``SMALL_BYTES`` first (a count known
+    only at run time)."""
     w.helpers.setdefault(_HELPER_KEY, _HELPER)
     w.heap_allocates = True
     name = w.names.get(s.buffer_var)
     ct = c_scalar(s.dtype)
     buffer = '"' + s.buffer_var.name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    w.emit(f"{ct}* {name} = ({ct}*)kiln_alloc({count}, {itemsize});")
+    heap = f"({ct}*)kiln_alloc({count}, {itemsize})"
+    stack = None
+    if small and SMALL_BYTES // itemsize > 0:
+        stack, fits = w.fresh(f"{name}_small"), SMALL_BYTES // itemsize
+        w.emit(f"{ct} {stack}[{fits}] __attribute__((aligned(64)));")
+        heap = f"(({count}) <= {fits}) ? {stack} : {heap}"
+    w.emit(f"{ct}* {name} = {heap};")
     w.emit(f"if ({name} == NULL) {{")
     w.emit(f"  kiln_alloc_failed(&{_RECORD}, {buffer}, {count}, {itemsize});")
     w.emit("} else {")
     w.indent += 1
     w.stmt(s.body)
-    w.emit(f"free({name});")
+    w.emit(f"free({name});" if stack is None else f"if ({name} != {stack}) free({name});")
     w.indent -= 1
     w.emit("}")
 

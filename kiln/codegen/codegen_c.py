@@ -610,4 +610,5 @@ class CSourceWriter:
                 return
         # the element count in int64: a product of int32 extents may overflow int32
         count_text = " * ".join(f"(int64_t)({self.expr(x)})" for x in s.extents)
-        write_heap_allocate(self, s, count_text, itemsize)
+        symbolic = not all(isinstance(x, E.IntImm) for x in s.extents)
+        write_heap_allocate(self, s, count_text, itemsize, small=symbolic)

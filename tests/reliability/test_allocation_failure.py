@@ -57,3 +57,18 @@ def test_empty_and_negative_extents_allocate_nothing_to_fail():
     f = _row_sums(parallel=True)
     np.testing.assert_array_equal(_call(f, 0), np.zeros(M))
     np.testing.assert_array_equal(_call(f, -3), np.zeros(M))
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "serial"])
+def test_a_small_symbolic_buffer_lives_on_the_stack_and_a_large_one_on_the_heap(parallel):
+    """A buffer of symbolic size first tries a stack buffer of ``SMALL_BYTES``: sizes on both
+    sides of it (and exactly at it) give the same sums, and only the heap one is freed."""
+    from kiln.codegen.c_alloc import SMALL_BYTES
+
+    f = _row_sums(parallel)
+    src = f.get_source()
+    assert "_B_small" in src and "if (B != _B_small" in src
+    fits = SMALL_BYTES // 4
+    for n in (1, fits - 1, fits, fits + 1, 4 * fits):
+        want = np.arange(1, M + 1, dtype="float64") * (n * (n - 1) / 2)
+        np.testing.assert_allclose(_call(f, n), want, rtol=1e-4)  # float32 sums of n terms
