@@ -601,7 +601,8 @@ class CSourceWriter:
 
     def _allocate(self, s: S.Allocate):
         itemsize = dt.itemsize(dt.element_of(s.dtype))
-        if all(isinstance(x, E.IntImm) for x in s.extents):
+        constant = all(isinstance(x, E.IntImm) for x in s.extents)
+        if constant:
             count = math.prod(x.value for x in s.extents)
             if count * itemsize <= _STACK_LIMIT_BYTES:
                 name, ct = self.names.get(s.buffer_var), c_scalar(s.dtype)
@@ -610,5 +611,4 @@ class CSourceWriter:
                 return
         # the element count in int64: a product of int32 extents may overflow int32
         count_text = " * ".join(f"(int64_t)({self.expr(x)})" for x in s.extents)
-        symbolic = not all(isinstance(x, E.IntImm) for x in s.extents)
-        write_heap_allocate(self, s, count_text, itemsize, small=symbolic)
+        write_heap_allocate(self, s, count_text, itemsize, small=not constant)

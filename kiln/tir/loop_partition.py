@@ -88,6 +88,13 @@ def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
     return [c]
 
 
+def strip_likely(c: E.PrimExpr) -> E.PrimExpr:
+    """``c`` without its ``likely`` hint."""
+    if isinstance(c, E.Call) and c.op == "likely":
+        return c.args[0]
+    return c
+
+
 def _guards(stmt, inner: dict, out: list) -> None:
     """Collect (IfThenElse, inner-loop ranges) for every likely-guard under ``stmt``."""
     if isinstance(stmt, For):

@@ -35,7 +35,7 @@ from kiln.ir.functor import collect_vars, post_order_visit, rebuild, substitute
 from kiln.ir.op import emax, emin, floordiv
 from kiln.ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
 
-from .loop_partition import _conjuncts
+from .loop_partition import _conjuncts, strip_likely
 
 _MAX_SPLITS = 64
 _MAX_LANES = 64
@@ -49,12 +49,6 @@ def _condition_of(n) -> E.PrimExpr | None:
     return None
 
 
-def _strip_likely(c: E.PrimExpr) -> E.PrimExpr:
-    if isinstance(c, E.Call) and c.op == "likely":
-        return c.args[0]
-    return c
-
-
 def _collect(node, inner: dict, out: list) -> None:
     """(conjunct, ranges of the loops around it inside the partitioned loop) for every
     condition under ``node``."""
@@ -64,7 +58,7 @@ def _collect(node, inner: dict, out: list) -> None:
         _collect(node.body, inner, out)
         return
     if isinstance(node, IfThenElse):
-        for c in _conjuncts(_strip_likely(node.condition)):
+        for c in _conjuncts(strip_likely(node.condition)):
             out.append((c, inner))
     for f in getattr(node, "_fields", ()):
         v = getattr(node, f)
@@ -73,7 +67,7 @@ def _collect(node, inner: dict, out: list) -> None:
                 def visit(n, inner=inner):
                     c = _condition_of(n)
                     if c is not None:
-                        out.extend((cj, inner) for cj in _conjuncts(_strip_likely(c)))
+                        out.extend((cj, inner) for cj in _conjuncts(strip_likely(c)))
                 post_order_visit(x, visit)
             elif isinstance(x, E.Node):
                 _collect(x, inner, out)

@@ -42,6 +42,7 @@ from kiln.ir import expr as E
 from kiln.ir.functor import Mutator, post_order_visit, rebuild, uses_var
 from kiln.ir.stmt import AttrStmt, For, ForKind, IfThenElse, Stmt
 from kiln.ir.structural import structural_equal
+from kiln.tir.loop_partition import strip_likely
 from kiln.tir.vectorize import MASKED_LANES
 
 #: the pragma (``s[T].pragma(axis, PRAGMA, f)``) and its attribute key in the loop program
@@ -94,7 +95,7 @@ class _Specialize(Mutator):
         if not isinstance(stmt, IfThenElse):
             cases = self._cases(stmt, var, factor)
             return stmt if cases is None else _chain(stmt, *cases, self.an.simplify(cases[0]))
-        cond = _strip_likely(stmt.condition)
+        cond = strip_likely(stmt.condition)
         with self.an.constraint(cond):
             then = self._tile(stmt.then_case, var, factor)
         other = stmt.else_case
@@ -176,12 +177,6 @@ class _Replace(Mutator):
         hi = Analyzer().const_int_bound(node.extent)[1]
         return out if hi is None else rebuild(
             out, annotations=(*out.annotations, (MASKED_LANES, hi)))
-
-
-def _strip_likely(cond: E.PrimExpr) -> E.PrimExpr:
-    if isinstance(cond, E.Call) and cond.op == "likely":
-        return cond.args[0]
-    return cond
 
 
 __all__ = ["PRAGMA", "specialize_remainder"]

@@ -143,10 +143,12 @@ def test_fingerprint_tells_plain_data_apart():
         fingerprint({"pass": print})
 
 
-def test_records_tell_the_lowering_cpu_seconds(cache):
+def test_records_carry_the_lowering_cpu_seconds_field(cache):
+    """Each kernel's record has the ``lower_seconds`` field benchmarks/compile_time.py ranks
+    kernels by (its value is a measurement, checked by nothing here: format only)."""
     import json
 
     build_and_run(residual_block(), _feed())
     infos = [json.loads(p.read_text())["info"] for p in cache.glob("*.json")]
     kernels = [i for i in infos if "symbol" in i]
-    assert kernels and all(i["lower_seconds"] >= 0 for i in kernels)
+    assert kernels and all(isinstance(i["lower_seconds"], float) for i in kernels)

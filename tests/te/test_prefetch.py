@@ -223,25 +223,26 @@ def test_copy_computed_inside_the_loop_prefetches_its_source(named):
     assert "prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)]), 0, 3, 1)" in text
 
 
-def test_tensor_read_through_an_inlined_stage():
+def _row_sum_through_b():
+    """``C[i] = sum_k B[i, k]`` with ``B = 2 A`` (to be inlined), ``k`` split by 16."""
     A, _, _, _ = _row_sum()
     k = te.reduce_axis((0, 112), name="k")
     B = te.compute(A.shape, lambda i, j: A[i, j] * 2, name="B")
     C = te.compute((128,), lambda i: te.sum(B[i, k], axis=k), name="C")
     s = te.create_schedule(C.op)
     ko, _ = s[C].split(k, factor=16)
+    return A, B, C, s, ko
+
+
+def test_tensor_read_through_an_inlined_stage():
+    A, B, C, s, ko = _row_sum_through_b()
     s[B].compute_inline()
     s[C].prefetch(A, ko, 1)
     assert "prefetch(tvm_address_of(A[(((i*112) + (k.outer*16)) + 16)])" in _lowered(s, [A, C])
 
 
 def test_inlined_tensor_is_refused_at_lowering():
-    A, _, _, _ = _row_sum()
-    k = te.reduce_axis((0, 112), name="k")
-    B = te.compute(A.shape, lambda i, j: A[i, j] * 2, name="B")
-    C = te.compute((128,), lambda i: te.sum(B[i, k], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    ko, _ = s[C].split(k, factor=16)
+    A, B, C, s, ko = _row_sum_through_b()
     s[C].prefetch(B, ko, 1)
     s[B].compute_inline()
     with pytest.raises(ScheduleError, match=r"prefetch of 'B' on stage 'C', loop 'k.outer': "
