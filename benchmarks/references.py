@@ -214,13 +214,30 @@ def _fallbacks() -> Iterator[list[str]]:
         logger.removeHandler(handler)
 
 
+#: IREE's ONNX importer legalizes BatchNormalization and a few others only from opset 17 on;
+#: older models are upgraded by the importer (ONNX's version converter)
+IREE_MIN_OPSET = 17
+
+
+def _iree_opset(model) -> int:
+    default = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    return max(default + [IREE_MIN_OPSET])
+
+
+def _import_onnx(importer, argv: list[str]) -> None:
+    """Run IREE's ONNX importer on command-line arguments: its ``main`` takes parsed
+    arguments from IREE 3.x on (``parse_arguments``), a list of strings before."""
+    parse = getattr(importer, "parse_arguments", None)
+    importer.main(parse(argv) if parse is not None else argv)
+
+
 def iree(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
     """IREE: the ONNX model imported to MLIR, compiled for ``llvm-cpu`` (host CPU), run by
     the ``local-task`` driver with ``threads`` worker threads."""
     try:
         import iree.compiler as ireec
         import iree.runtime as ireert
-        from iree.compiler.tools.import_onnx.__main__ import main as import_onnx
+        from iree.compiler.tools.import_onnx import __main__ as onnx_importer
     except ImportError:
         return _missing("iree", "IREE", "iree")
     version = getattr(ireec, "__version__", "")
@@ -229,7 +246,8 @@ def iree(model, feed: Mapping[str, np.ndarray], threads: int) -> Reference:
         with tempfile.TemporaryDirectory(prefix="kiln-bench-iree-") as tmp:
             onnx_path, mlir_path = Path(tmp) / "model.onnx", Path(tmp) / "model.mlir"
             onnx_path.write_bytes(model.SerializeToString())
-            import_onnx([str(onnx_path), "-o", str(mlir_path)])
+            _import_onnx(onnx_importer, [str(onnx_path), "-o", str(mlir_path),
+                                         "--opset-version", str(_iree_opset(model))])
             vmfb = ireec.compile_file(str(mlir_path), target_backends=["llvm-cpu"],
                                       extra_args=["--iree-llvmcpu-target-cpu=host"])
         config = ireert.Config("local-task")

@@ -32,6 +32,29 @@ def test_missing_engine_is_reported_not_installed(monkeypatch, module, engine):
     assert ref.note == f"{module.split('.')[0]} not installed"
 
 
+def test_iree_importer_gets_parsed_arguments_and_a_legal_opset():
+    """IREE 3.x's importer ``main`` takes parsed arguments, older ones a list; models below
+    opset 17 are upgraded (IREE legalizes BatchNormalization only from 17 on)."""
+    seen = []
+
+    class NewImporter:
+        @staticmethod
+        def parse_arguments(argv):
+            return ("parsed", tuple(argv))
+
+        main = staticmethod(seen.append)
+
+    class OldImporter:
+        main = staticmethod(seen.append)
+
+    references._import_onnx(NewImporter, ["m.onnx"])
+    references._import_onnx(OldImporter, ["m.onnx"])
+    assert seen == [("parsed", ("m.onnx",)), ["m.onnx"]]
+    model, _ = _tiny()
+    assert references._iree_opset(model) == max(references.IREE_MIN_OPSET,
+                                                 model.opset_import[0].version)
+
+
 def test_onnxruntime_settings_agree():
     model, feed = _tiny()
     default = references.onnxruntime_defaults(model, feed, 1)
